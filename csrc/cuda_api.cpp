@@ -1,0 +1,172 @@
+// torch_cudajit: loading libnvrtc and libcuda at run time, and turning their error codes into
+// exceptions that name the API and say what to do next.
+#include "cuda_api.h"
+
+#include <c10/util/Exception.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+namespace torch_cudajit {
+namespace detail {
+namespace {
+
+std::mutex& search_path_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::vector<std::string>& search_paths() {
+  static std::vector<std::string> paths;
+  return paths;
+}
+
+std::vector<std::string> nvrtc_candidates() {
+  std::vector<std::string> out;
+  const char* names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+  {
+    std::lock_guard<std::mutex> lock(search_path_mutex());
+    for (const auto& dir : search_paths())
+      for (const char* n : names) out.push_back(dir + "/" + n);
+  }
+  for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
+    if (const char* v = std::getenv(env))
+      for (const char* n : names) out.push_back(std::string(v) + "/lib64/" + n);
+  }
+  for (const char* n : names) out.push_back(n);  // the dynamic linker's own search
+  for (const char* n : names) out.push_back(std::string("/usr/local/cuda/lib64/") + n);
+  return out;
+}
+
+NvrtcApi load_nvrtc() {
+  NvrtcApi t;
+  void* handle = nullptr;
+  std::ostringstream tried;
+  for (const auto& c : nvrtc_candidates()) {
+    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (handle) {
+      t.library_path = c;
+      break;
+    }
+    tried << "\n  " << c;
+  }
+  TORCH_CHECK(handle != nullptr,
+              "torch_cudajit: could not load NVRTC (libnvrtc.so). Tried:", tried.str(),
+              "\nInstall the CUDA toolkit or the nvidia-cuda-nvrtc wheel, or set CUDA_HOME.");
+#define CJ_LOAD_NVRTC(name)                                                               \
+  t.name = reinterpret_cast<decltype(t.name)>(dlsym(handle, #name));                      \
+  TORCH_CHECK(t.name != nullptr, "torch_cudajit: ", t.library_path, " has no symbol " #name \
+              "; NVRTC 12.0 or newer is required.");
+  CJ_NVRTC_FUNCTIONS(CJ_LOAD_NVRTC)
+#undef CJ_LOAD_NVRTC
+  return t;
+}
+
+struct DriverState {
+  DriverApi api;
+  std::string error;  // empty when the driver loaded and initialized
+};
+
+DriverState load_driver() {
+  DriverState s;
+  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!handle) handle = dlopen("libcuda.so", RTLD_NOW | RTLD_GLOBAL);
+  if (!handle) {
+    s.error = "no CUDA driver (libcuda.so.1) could be loaded on this machine";
+    return s;
+  }
+  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  auto get_proc = reinterpret_cast<GetProc>(dlsym(handle, "cuGetProcAddress_v2"));
+  if (!get_proc) {
+    s.error = "the CUDA driver is older than CUDA 12.0 (no cuGetProcAddress_v2); update the driver";
+    return s;
+  }
+  // Ask for each entry point at our headers' version first, then at 12.0 for older drivers.
+  auto resolve = [&](const char* name, void** out) {
+    for (int version : {CUDA_VERSION, 12040, 12000}) {
+      CUdriverProcAddressQueryResult status;
+      if (get_proc(name, out, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
+          *out != nullptr)
+        return true;
+    }
+    return false;
+  };
+#define CJ_LOAD_DRIVER(name)                                                               \
+  if (!resolve(#name, reinterpret_cast<void**>(&s.api.name))) {                          \
+    s.error = "the CUDA driver has no entry point " #name "; update the driver";          \
+    return s;                                                                             \
+  }
+  CJ_DRIVER_FUNCTIONS(CJ_LOAD_DRIVER)
+#undef CJ_LOAD_DRIVER
+  CUresult r = s.api.cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    const char* name = "?";
+    s.api.cuGetErrorName(r, &name);
+    s.error = std::string("cuInit failed with ") + name + " (is there a GPU on this machine?)";
+  }
+  return s;
+}
+
+const DriverState& driver_state() {
+  static const DriverState state = load_driver();
+  return state;
+}
+
+}  // namespace
+
+void add_library_search_path(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(search_path_mutex());
+  search_paths().push_back(dir);
+}
+
+const NvrtcApi& nvrtc() {
+  static const NvrtcApi table = load_nvrtc();
+  return table;
+}
+
+const DriverApi& driver() {
+  const DriverState& s = driver_state();
+  TORCH_CHECK(s.error.empty(), "torch_cudajit: cannot launch kernels: ", s.error,
+              ". Compiling to PTX/CUBIN (kernel.compile(..., arch=...)) works without a GPU.");
+  return s.api;
+}
+
+bool driver_available() { return driver_state().error.empty(); }
+
+int nvrtc_version() {
+  static const int version = [] {
+    int major = 0, minor = 0;
+    CJ_CHECK(nvrtcVersion, &major, &minor);
+    return major * 1000 + minor * 10;
+  }();
+  return version;
+}
+
+std::vector<int> nvrtc_supported_archs() {
+  int n = 0;
+  CJ_CHECK(nvrtcGetNumSupportedArchs, &n);
+  std::vector<int> archs(static_cast<size_t>(n));
+  if (n > 0) CJ_CHECK(nvrtcGetSupportedArchs, archs.data());
+  return archs;
+}
+
+void throw_api_error(const char* api, CUresult result, const char* file, int line) {
+  const char* name = "unknown error";
+  const char* text = "";
+  if (driver_state().error.empty()) {
+    driver_state().api.cuGetErrorName(result, &name);
+    driver_state().api.cuGetErrorString(result, &text);
+  }
+  TORCH_CHECK(false, "torch_cudajit: ", api, " failed with ", name, " (", text, ", code ",
+              static_cast<int>(result), ") at ", file, ":", line);
+}
+
+void throw_api_error(const char* api, nvrtcResult result, const char* file, int line) {
+  TORCH_CHECK(false, "torch_cudajit: ", api, " failed with ", nvrtc().nvrtcGetErrorString(result),
+              " (code ", static_cast<int>(result), ") at ", file, ":", line);
+}
+
+}  // namespace detail
+}  // namespace torch_cudajit

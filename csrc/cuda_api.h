@@ -1,0 +1,117 @@
+// torch_cudajit: lazily loaded NVRTC and CUDA driver entry points, and CJ_CHECK, the one macro
+// that wraps every NVRTC and driver call. Nothing here needs a GPU or links against CUDA:
+// libnvrtc and libcuda are opened on first use, so the library imports on any machine.
+#pragma once
+
+#include <cuda.h>
+#include <nvrtc.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+// X-macro lists of the entry points we use. Adding one here makes it callable through CJ_CHECK.
+#define CJ_NVRTC_FUNCTIONS(X)      \
+  X(nvrtcVersion)                  \
+  X(nvrtcGetErrorString)           \
+  X(nvrtcGetNumSupportedArchs)     \
+  X(nvrtcGetSupportedArchs)        \
+  X(nvrtcCreateProgram)            \
+  X(nvrtcDestroyProgram)           \
+  X(nvrtcCompileProgram)           \
+  X(nvrtcAddNameExpression)        \
+  X(nvrtcGetLoweredName)           \
+  X(nvrtcGetProgramLogSize)        \
+  X(nvrtcGetProgramLog)            \
+  X(nvrtcGetPTXSize)               \
+  X(nvrtcGetPTX)                   \
+  X(nvrtcGetCUBINSize)             \
+  X(nvrtcGetCUBIN)
+
+#define CJ_DRIVER_FUNCTIONS(X)                    \
+  X(cuInit)                                       \
+  X(cuDriverGetVersion)                           \
+  X(cuGetErrorName)                               \
+  X(cuGetErrorString)                             \
+  X(cuDeviceGet)                                  \
+  X(cuDeviceGetCount)                             \
+  X(cuDeviceGetAttribute)                         \
+  X(cuDevicePrimaryCtxRetain)                     \
+  X(cuCtxGetCurrent)                              \
+  X(cuCtxSetCurrent)                              \
+  X(cuCtxGetDevice)                               \
+  X(cuLibraryLoadData)                            \
+  X(cuLibraryUnload)                              \
+  X(cuLibraryGetKernel)                           \
+  X(cuKernelGetFunction)                          \
+  X(cuKernelGetAttribute)                         \
+  X(cuKernelSetAttribute)                         \
+  X(cuFuncGetParamInfo)                           \
+  X(cuLaunchKernel)                               \
+  X(cuLaunchCooperativeKernel)                    \
+  X(cuOccupancyMaxPotentialBlockSize)             \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+
+namespace torch_cudajit {
+namespace detail {
+
+/// Function-pointer table for NVRTC, filled from libnvrtc on first use.
+struct NvrtcApi {
+#define CJ_DECLARE_POINTER(name) decltype(&::name) name = nullptr;
+  CJ_NVRTC_FUNCTIONS(CJ_DECLARE_POINTER)
+  std::string library_path;
+};
+
+/// Function-pointer table for the CUDA driver, filled from libcuda on first use.
+struct DriverApi {
+  CJ_DRIVER_FUNCTIONS(CJ_DECLARE_POINTER)
+#undef CJ_DECLARE_POINTER
+};
+
+/// Loads NVRTC on first call; throws, saying where it looked, when it cannot be found.
+const NvrtcApi& nvrtc();
+/// Loads the CUDA driver and calls cuInit on first call; throws when there is no driver.
+const DriverApi& driver();
+/// True when a CUDA driver can be loaded and initialized (no exception).
+bool driver_available();
+
+/// Adds a directory searched for libnvrtc before the system paths (the Python package
+/// passes the NVIDIA pip wheels' and the toolkit's library folders).
+void add_library_search_path(const std::string& dir);
+/// NVRTC's version as major * 1000 + minor * 10.
+int nvrtc_version();
+/// Architectures this NVRTC can target, as compute capabilities (e.g. 90).
+std::vector<int> nvrtc_supported_archs();
+
+[[noreturn]] void throw_api_error(const char* api, CUresult result, const char* file, int line);
+[[noreturn]] void throw_api_error(const char* api, nvrtcResult result, const char* file, int line);
+
+inline void check_result(CUresult r, const char* api, const char* file, int line) {
+  if (r != CUDA_SUCCESS) throw_api_error(api, r, file, line);
+}
+inline void check_result(nvrtcResult r, const char* api, const char* file, int line) {
+  if (r != NVRTC_SUCCESS) throw_api_error(api, r, file, line);
+}
+
+// One forwarding function per entry point, so that CJ_CHECK(name, args...) reads like a call.
+namespace api {
+#define CJ_FORWARD_NVRTC(name) \
+  template <class... A>        \
+  inline auto name(A&&... a) { return ::torch_cudajit::detail::nvrtc().name(std::forward<A>(a)...); }
+#define CJ_FORWARD_DRIVER(name) \
+  template <class... A>         \
+  inline auto name(A&&... a) { return ::torch_cudajit::detail::driver().name(std::forward<A>(a)...); }
+CJ_NVRTC_FUNCTIONS(CJ_FORWARD_NVRTC)
+CJ_DRIVER_FUNCTIONS(CJ_FORWARD_DRIVER)
+#undef CJ_FORWARD_NVRTC
+#undef CJ_FORWARD_DRIVER
+}  // namespace api
+
+}  // namespace detail
+}  // namespace torch_cudajit
+
+/// Calls an NVRTC or driver entry point and throws, naming the API and its error string,
+/// when it fails: CJ_CHECK(cuLaunchKernel, f, gx, gy, ...).
+#define CJ_CHECK(name, ...)                                                                  \
+  ::torch_cudajit::detail::check_result(::torch_cudajit::detail::api::name(__VA_ARGS__), #name, \
+                                        __FILE__, __LINE__)

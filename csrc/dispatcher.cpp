@@ -1,0 +1,521 @@
+// torch_cudajit: binding, key computation, specialization cache and launch (see dispatcher.h).
+#include "dispatcher.h"
+
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <cstring>
+#include <sstream>
+
+namespace torch_cudajit {
+namespace {
+
+std::string shape_of(const at::Tensor& t) {
+  std::ostringstream os;
+  os << "shape " << t.sizes() << " and strides " << t.strides();
+  return os.str();
+}
+
+const char* kind_name(ArgKind k) {
+  switch (k) {
+    case ArgKind::kTensor: return "tensor";
+    case ArgKind::kInt: return "int";
+    case ArgKind::kFloat: return "float";
+    case ArgKind::kBool: return "bool";
+    case ArgKind::kComplex: return "complex";
+    case ArgKind::kBytes: return "extension bytes";
+    case ArgKind::kNone: return "nothing";
+  }
+  return "?";
+}
+
+bool is_integer_literal(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+uint32_t align_up(uint32_t v, uint32_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
+
+template <class T>
+void store(char* dst, T v) {
+  std::memcpy(dst, &v, sizeof(T));
+}
+
+// Writes a real value into a floating-point or complex parameter.
+void store_real(char* dst, TypeCode code, double re, double im) {
+  switch (code) {
+    case TypeCode::kHalf: store(dst, c10::Half(static_cast<float>(re)).x); break;
+    case TypeCode::kBFloat16: store(dst, c10::BFloat16(static_cast<float>(re)).x); break;
+    case TypeCode::kFloat: store(dst, static_cast<float>(re)); break;
+    case TypeCode::kDouble: store(dst, re); break;
+    case TypeCode::kComplexFloat:
+      store(dst, static_cast<float>(re));
+      store(dst + 4, static_cast<float>(im));
+      break;
+    case TypeCode::kComplexDouble:
+      store(dst, re);
+      store(dst + 8, im);
+      break;
+    default: TORCH_INTERNAL_ASSERT(false, "store_real on code ", static_cast<int>(code));
+  }
+}
+
+// Writes an integer into an integer, bool, floating or complex parameter, checking its range.
+bool store_integer(char* dst, TypeCode code, int64_t v, uint64_t u, bool big) {
+  auto in = [&](long double lo, long double hi) {
+    long double x = big ? static_cast<long double>(u) : static_cast<long double>(v);
+    return x >= lo && x <= hi;
+  };
+  switch (code) {
+    case TypeCode::kBool: store(dst, static_cast<bool>(big ? u != 0 : v != 0)); return true;
+    case TypeCode::kInt8: if (!in(-128, 127)) return false; store(dst, static_cast<int8_t>(v)); return true;
+    case TypeCode::kUInt8: if (!in(0, 255)) return false; store(dst, static_cast<uint8_t>(v)); return true;
+    case TypeCode::kInt16: if (!in(-32768, 32767)) return false; store(dst, static_cast<int16_t>(v)); return true;
+    case TypeCode::kUInt16: if (!in(0, 65535)) return false; store(dst, static_cast<uint16_t>(v)); return true;
+    case TypeCode::kInt32: if (!in(-2147483648.0L, 2147483647.0L)) return false; store(dst, static_cast<int32_t>(v)); return true;
+    case TypeCode::kUInt32: if (!in(0, 4294967295.0L)) return false; store(dst, static_cast<uint32_t>(v)); return true;
+    case TypeCode::kInt64: if (big) return false; store(dst, v); return true;
+    case TypeCode::kUInt64:
+      if (!big && v < 0) return false;
+      store(dst, big ? u : static_cast<uint64_t>(v));
+      return true;
+    default:
+      store_real(dst, code, big ? static_cast<double>(u) : static_cast<double>(v), 0.0);
+      return true;
+  }
+}
+
+// Integer range of a code, for messages.
+std::string range_of(TypeCode code) {
+  switch (code) {
+    case TypeCode::kInt8: return "[-128, 127]";
+    case TypeCode::kUInt8: return "[0, 255]";
+    case TypeCode::kInt16: return "[-32768, 32767]";
+    case TypeCode::kUInt16: return "[0, 65535]";
+    case TypeCode::kInt32: return "[-2147483648, 2147483647]";
+    case TypeCode::kUInt32: return "[0, 4294967295]";
+    case TypeCode::kInt64: return "[-9223372036854775808, 9223372036854775807]";
+    case TypeCode::kUInt64: return "[0, 18446744073709551615]";
+    default: return "?";
+  }
+}
+
+}  // namespace
+
+TypeCode type_code_of(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Bool: return TypeCode::kBool;
+    case c10::ScalarType::Char: return TypeCode::kInt8;
+    case c10::ScalarType::Byte: return TypeCode::kUInt8;
+    case c10::ScalarType::Short: return TypeCode::kInt16;
+    case c10::ScalarType::Int: return TypeCode::kInt32;
+    case c10::ScalarType::Long: return TypeCode::kInt64;
+    case c10::ScalarType::Half: return TypeCode::kHalf;
+    case c10::ScalarType::BFloat16: return TypeCode::kBFloat16;
+    case c10::ScalarType::Float: return TypeCode::kFloat;
+    case c10::ScalarType::Double: return TypeCode::kDouble;
+    case c10::ScalarType::ComplexFloat: return TypeCode::kComplexFloat;
+    case c10::ScalarType::ComplexDouble: return TypeCode::kComplexDouble;
+    case c10::ScalarType::UInt16: return TypeCode::kUInt16;
+    case c10::ScalarType::UInt32: return TypeCode::kUInt32;
+    case c10::ScalarType::UInt64: return TypeCode::kUInt64;
+    default:
+      TORCH_CHECK_TYPE(false, "torch_cudajit: tensors of dtype ", dtype,
+                       " cannot be passed to kernels; supported dtypes are float16, bfloat16, "
+                       "float32, float64, int8/16/32/64, uint8/16/32/64, bool, complex64 and "
+                       "complex128.");
+  }
+}
+
+LoadedKernel& Specialization::loaded() {
+  std::call_once(load_once_, [this] {
+    auto library = std::make_shared<LoadedLibrary>(compiled);
+    loaded_ = std::make_shared<LoadedKernel>(library, lowered_name);
+    // The driver's view of the parameter list must match the plugin's packing.
+    std::vector<size_t> sizes = loaded_->driver_param_sizes();
+    if (sizes.size() == slots.size())
+      for (size_t i = 0; i < sizes.size(); ++i)
+        TORCH_INTERNAL_ASSERT(sizes[i] == slots[i].size, "parameter ", i, " of ", lowered_name,
+                              ": driver size ", sizes[i], " != packed size ", slots[i].size);
+  });
+  return *loaded_;
+}
+
+Dispatcher::Dispatcher(std::shared_ptr<const Program> program, std::string kernel_name,
+                       KernelOptions options)
+    : program_(std::move(program)), options_(std::move(options)) {
+  decl_ = &program_->kernel(kernel_name);
+  TORCH_CHECK_VALUE(decl_->params.size() <= kMaxParams, "torch_cudajit: kernel '", decl_->name,
+                    "' has ", decl_->params.size(), " parameters; at most ", kMaxParams,
+                    " are supported.");
+}
+
+void Dispatcher::fail_param(size_t i, const std::string& what) const {
+  const Param& p = decl_->params[i];
+  TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' (", p.type, ") of kernel '",
+                   decl_->name, "' ", what);
+}
+
+SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) const {
+  const auto& params = decl_->params;
+  if (n != params.size()) {
+    std::string names;
+    for (const auto& p : params) names += (names.empty() ? "" : ", ") + p.name;
+    TORCH_CHECK_TYPE(false, "torch_cudajit: kernel '", decl_->name, "' takes ", params.size(),
+                     " argument(s) (", names, "), got ", n, ".");
+  }
+  SpecKey key;
+  key.size = static_cast<uint32_t>(n);
+  int dev = -1;
+  size_t dev_param = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Param& p = params[i];
+    const Arg& a = args[i];
+    ArgSig& s = key.args[i];
+    s.kind = a.kind;
+    if (a.kind == ArgKind::kTensor) {
+      const at::Tensor& t = *a.tensor;
+      if (!t.defined()) fail_param(i, "got an undefined tensor.");
+      if (arch == 0) {
+        if (!t.is_cuda())
+          fail_param(i, "got a tensor on " + t.device().str() +
+                            "; kernels take CUDA tensors. Move it with .cuda() or .to('cuda').");
+        int d = t.get_device();
+        if (dev < 0) {
+          dev = d;
+          dev_param = i;
+        } else if (d != dev) {
+          TORCH_CHECK_VALUE(false, "torch_cudajit: kernel '", decl_->name,
+                            "' got tensors on two devices: parameter '", params[dev_param].name,
+                            "' is on cuda:", dev, " and parameter '", p.name, "' is on cuda:", d,
+                            ". Move them to one device.");
+        }
+      }
+      s.dtype = type_code_of(t.scalar_type());
+      TypeCode declared = type_code_of(p.element);
+      if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer) {
+        if (declared != TypeCode::kUnknown && declared != s.dtype)
+          fail_param(i, std::string("takes ") + dtype_name(declared) +
+                            " elements, got a tensor of dtype " + dtype_name(s.dtype) + ".");
+      }
+      switch (p.kind) {
+        case ParamKind::kArray:
+        case ParamKind::kAuto: {
+          int64_t rank = t.dim();
+          if (p.kind == ParamKind::kArray && is_integer_literal(p.rank) && std::stoll(p.rank) != rank)
+            fail_param(i, "takes a tensor of rank " + p.rank + ", got rank " +
+                              std::to_string(rank) + " (" + shape_of(t) + ").");
+          if (rank > 16) fail_param(i, "got a tensor of rank " + std::to_string(rank) + "; at most 16 is supported.");
+          s.rank = static_cast<uint8_t>(rank);
+          bool contiguous = t.is_contiguous();
+          if (p.layout == LayoutMode::kContiguous && !contiguous)
+            fail_param(i, "is declared cj::Contiguous and needs a contiguous tensor, got " +
+                              shape_of(t) + ". Call .contiguous() on it, or declare it cj::Strided.");
+          if (p.layout == LayoutMode::kStrided) contiguous = false;
+          if (p.layout == LayoutMode::kContiguous) contiguous = true;
+          s.flags = contiguous ? kContiguousFlag : 0;
+          break;
+        }
+        case ParamKind::kPointer:
+          if (!t.is_contiguous())
+            fail_param(i, "is a raw pointer and needs a contiguous tensor, got " + shape_of(t) +
+                              ". Call .contiguous() on it, or declare the parameter as a "
+                              "cj::Array to take strided tensors.");
+          break;
+        case ParamKind::kScalar:
+          if (t.dim() != 0)
+            fail_param(i, "is a scalar and takes a number or a 0-d tensor, got a tensor of " +
+                              shape_of(t) + ".");
+          break;
+      }
+    } else if (a.kind == ArgKind::kNone) {
+      fail_param(i, "got no value.");
+    } else {
+      if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer)
+        fail_param(i, std::string("takes a tensor, got ") + kind_name(a.kind) + ".");
+      if (p.kind == ParamKind::kAuto && a.kind == ArgKind::kBytes)
+        fail_param(i, "is `auto`; extension bytes need a declared parameter type.");
+      if (p.kind == ParamKind::kScalar) {
+        TypeCode declared = type_code_of(p.type.rfind("const ", 0) == 0 ? p.type.substr(6) : p.type);
+        if (declared != TypeCode::kUnknown) {
+          bool ok = true;
+          if (a.kind == ArgKind::kFloat) ok = is_floating(declared) || is_complex(declared);
+          if (a.kind == ArgKind::kComplex) ok = is_complex(declared);
+          if (!ok) fail_param(i, std::string("cannot take a Python ") + kind_name(a.kind) + ".");
+        }
+      }
+    }
+  }
+  if (arch > 0) {
+    key.arch = arch;
+  } else {
+    if (dev < 0) dev = c10::cuda::current_device();
+    key.arch = device_limits(dev).compute_capability;
+  }
+  if (device) *device = dev;
+  return key;
+}
+
+std::shared_ptr<Specialization> Dispatcher::lookup(const SpecKey& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return nullptr;
+  if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return nullptr;
+  return it->second.get();
+}
+
+std::shared_ptr<Specialization> Dispatcher::build(
+    const SpecKey& key, const std::shared_ptr<const CompiledProgram>& compiled, size_t index) const {
+  auto spec = std::make_shared<Specialization>();
+  spec->key = key;
+  spec->signature = describe_signature(*decl_, key);
+  spec->compiled = compiled;
+  spec->lowered_name = compiled->lowered_names[index];
+  spec->name_expression = compiled->name_expressions[index];
+  spec->probes = compiled->probes[index];
+  uint32_t offset = 0;
+  for (uint32_t i = 0; i < key.size; ++i) {
+    const ParamProbe& pr = spec->probes[i];
+    const ArgSig& s = key.args[i];
+    const Param& p = decl_->params[i];
+    Specialization::Slot slot{};
+    slot.code = pr.code;
+    slot.rank = s.rank;
+    slot.size = pr.size;
+    slot.offset = offset = align_up(offset, pr.align);
+    offset += pr.size;
+    switch (s.kind) {
+      case ArgKind::kTensor:
+        // The parameter's declared kind decides; the probe confirms the size.
+        if (p.kind == ParamKind::kArray || p.kind == ParamKind::kAuto) {
+          slot.op = PackOp::kArray;
+          TORCH_INTERNAL_ASSERT(pr.size == (s.rank ? 8u + 16u * s.rank : 8u), "Array size ", pr.size);
+        } else if (p.kind == ParamKind::kPointer) {
+          slot.op = PackOp::kPointer;
+          TORCH_INTERNAL_ASSERT(pr.size == sizeof(void*), "pointer size ", pr.size);
+        } else {
+          slot.op = PackOp::kTensorScalar;
+        }
+        break;
+      case ArgKind::kInt: slot.op = PackOp::kInt; break;
+      case ArgKind::kFloat: slot.op = PackOp::kFloat; break;
+      case ArgKind::kBool: slot.op = PackOp::kBool; break;
+      case ArgKind::kComplex: slot.op = PackOp::kComplex; break;
+      case ArgKind::kBytes: slot.op = PackOp::kBytes; break;
+      case ArgKind::kNone: TORCH_INTERNAL_ASSERT(false, "kNone in a key");
+    }
+    bool numeric = s.kind == ArgKind::kInt || s.kind == ArgKind::kFloat ||
+                   s.kind == ArgKind::kBool || s.kind == ArgKind::kComplex ||
+                   slot.op == PackOp::kTensorScalar;
+    if (numeric && static_cast<int>(pr.code) < 0)
+      TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
+                       "' has type `", p.type, "`, which a Python ", kind_name(s.kind),
+                       " cannot be converted to; pass such a value through an extension.");
+    if (s.kind == ArgKind::kFloat && is_integer(pr.code))
+      TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
+                       "' is an integer (", dtype_name(pr.code), "); got a Python float.");
+    if (s.kind == ArgKind::kComplex && !is_complex(pr.code))
+      TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
+                       "' is ", dtype_name(pr.code), "; got a Python complex.");
+    spec->slots.push_back(slot);
+  }
+  spec->buffer_size = offset;
+  return spec;
+}
+
+std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std::vector<SpecKey>& keys) {
+  std::vector<std::shared_ptr<Specialization>> out(keys.size());
+  std::vector<size_t> todo;
+  std::vector<std::promise<std::shared_ptr<Specialization>>> promises;
+  std::vector<std::shared_future<std::shared_ptr<Specialization>>> waits(keys.size());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto it = cache_.find(keys[i]);
+      if (it != cache_.end()) {
+        waits[i] = it->second;
+        continue;
+      }
+      promises.emplace_back();
+      auto fut = promises.back().get_future().share();
+      cache_.emplace(keys[i], fut);
+      waits[i] = fut;
+      todo.push_back(i);
+    }
+  }
+  if (!todo.empty()) {
+    // Compile outside the lock: other keys stay launchable, equal keys wait on the future.
+    try {
+      std::vector<InstantiationRequest> requests;
+      for (size_t i : todo) requests.push_back({decl_->name, keys[i], options_.template_args});
+      // All keys of one batch share the architecture; group by it.
+      CompileOptions opts = options_.compile;
+      std::vector<std::shared_ptr<Specialization>> built(todo.size());
+      std::vector<bool> done(todo.size(), false);
+      for (size_t first = 0; first < todo.size(); ++first) {
+        if (done[first]) continue;
+        opts.arch = keys[todo[first]].arch;
+        std::vector<size_t> group;
+        std::vector<InstantiationRequest> group_requests;
+        for (size_t j = first; j < todo.size(); ++j)
+          if (!done[j] && keys[todo[j]].arch == opts.arch) {
+            group.push_back(j);
+            group_requests.push_back(requests[j]);
+          }
+        auto compiled = std::make_shared<const CompiledProgram>(program_->compile(group_requests, opts));
+        for (size_t g = 0; g < group.size(); ++g) {
+          built[group[g]] = build(keys[todo[group[g]]], compiled, g);
+          done[group[g]] = true;
+        }
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t j = 0; j < todo.size(); ++j) {
+        order_.push_back(built[j]);
+        promises[j].set_value(built[j]);
+      }
+    } catch (...) {
+      // Forget the failed keys so a later call compiles (and reports) again.
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t j = 0; j < todo.size(); ++j) {
+        cache_.erase(keys[todo[j]]);
+        promises[j].set_exception(std::current_exception());
+      }
+      throw;
+    }
+  }
+  for (size_t i = 0; i < keys.size(); ++i) out[i] = waits[i].get();
+  return out;
+}
+
+std::shared_ptr<Specialization> Dispatcher::get(const SpecKey& key) {
+  if (auto hit = lookup(key)) return hit;
+  return compile_many({key})[0];
+}
+
+std::vector<std::shared_ptr<Specialization>> Dispatcher::specializations() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return order_;
+}
+
+int Dispatcher::forall_block(Specialization& spec, int device) {
+  c10::cuda::OptionalCUDAGuard guard;
+  if (c10::cuda::current_device() != device) guard.set_index(static_cast<c10::DeviceIndex>(device));
+  ensure_context(device);
+  return spec.loaded().forall_block(device);
+}
+
+void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int device,
+                        const LaunchConfig& cfg) {
+  TORCH_INTERNAL_ASSERT(n == spec.slots.size(), "argument count changed after keying");
+  c10::cuda::OptionalCUDAGuard guard;
+  if (c10::cuda::current_device() != device) guard.set_index(static_cast<c10::DeviceIndex>(device));
+  ensure_context(device);
+
+  LoadedKernel& kernel = spec.loaded();
+  const KernelDeviceState& state = kernel.device_state(device);
+  const DeviceLimits& lim = device_limits(device);
+  const int64_t threads = cfg.block[0] * cfg.block[1] * cfg.block[2];
+  for (int d = 0; d < 3; ++d) {
+    TORCH_CHECK_VALUE(cfg.block[d] >= 1 && cfg.block[d] <= lim.max_block[d],
+                      "torch_cudajit: block dimension ", "xyz"[d], " of kernel '", decl_->name,
+                      "' is ", cfg.block[d], "; this device allows 1 to ", lim.max_block[d], ".");
+    TORCH_CHECK_VALUE(cfg.grid[d] >= 1 && cfg.grid[d] <= lim.max_grid[d],
+                      "torch_cudajit: grid dimension ", "xyz"[d], " of kernel '", decl_->name,
+                      "' is ", cfg.grid[d], "; this device allows 1 to ", lim.max_grid[d],
+                      ". Use more threads per block or a grid-stride loop.");
+  }
+  TORCH_CHECK_VALUE(threads <= state.max_threads_per_block, "torch_cudajit: block of kernel '",
+                    decl_->name, "' has ", threads, " threads (", cfg.block[0], "x", cfg.block[1],
+                    "x", cfg.block[2], "); this kernel allows at most ",
+                    state.max_threads_per_block, " on this device.");
+  if (cfg.shared_mem > state.dynamic_shared_limit) {
+    const int64_t available = lim.max_shared_optin - state.static_shared;
+    TORCH_CHECK_VALUE(cfg.shared_mem >= 0 && cfg.shared_mem <= available,
+                      "torch_cudajit: kernel '", decl_->name, "' asks for ", cfg.shared_mem,
+                      " bytes of dynamic shared memory; this device allows at most ", available,
+                      " (", lim.max_shared_optin, " per block minus ", state.static_shared,
+                      " static).");
+    kernel.reserve_dynamic_shared(device, static_cast<int>(cfg.shared_mem));
+  }
+  TORCH_CHECK_VALUE(cfg.shared_mem >= 0, "torch_cudajit: shared memory size must be >= 0, got ",
+                    cfg.shared_mem);
+
+  // Pack the parameters. Small kernels (nearly all) use the stack.
+  alignas(16) char small[1024];
+  std::vector<char> large;
+  char* buf = small;
+  if (spec.buffer_size > sizeof(small)) {
+    large.resize(spec.buffer_size + 16);
+    buf = large.data();
+  }
+  void* ptrs[kMaxParams];
+  for (size_t i = 0; i < n; ++i) {
+    const Specialization::Slot& slot = spec.slots[i];
+    const Arg& a = args[i];
+    char* dst = buf + slot.offset;
+    ptrs[i] = dst;
+    switch (slot.op) {
+      case PackOp::kArray: {
+        const at::Tensor& t = *a.tensor;
+        store(dst, t.data_ptr());
+        const int64_t* sizes = t.sizes().data();
+        const int64_t* strides = t.strides().data();
+        std::memcpy(dst + 8, sizes, 8u * slot.rank);
+        std::memcpy(dst + 8 + 8u * slot.rank, strides, 8u * slot.rank);
+        break;
+      }
+      case PackOp::kPointer: store(dst, a.tensor->data_ptr()); break;
+      case PackOp::kTensorScalar: {
+        // A 0-d tensor read as a scalar (a device sync for CUDA tensors).
+        c10::Scalar v = a.tensor->item();
+        if (is_complex(slot.code)) {
+          auto c = v.toComplexDouble();
+          store_real(dst, slot.code, c.real(), c.imag());
+        } else if (is_floating(slot.code)) {
+          store_real(dst, slot.code, v.toDouble(), 0.0);
+        } else if (!store_integer(dst, slot.code, v.toLong(), 0, false)) {
+          fail_param(i, "got a 0-d tensor whose value does not fit.");
+        }
+        break;
+      }
+      case PackOp::kInt:
+      case PackOp::kBool:
+        if (!store_integer(dst, slot.code, a.i, a.u, a.big_unsigned)) {
+          std::string v = a.big_unsigned ? std::to_string(a.u) : std::to_string(a.i);
+          fail_param(i, "is " + std::string(dtype_name(slot.code)) + " with range " +
+                            range_of(slot.code) + "; the Python int " + v + " does not fit.");
+        }
+        break;
+      case PackOp::kFloat: store_real(dst, slot.code, a.d, 0.0); break;
+      case PackOp::kComplex: store_real(dst, slot.code, a.d, a.imag); break;
+      case PackOp::kBytes:
+        if (a.nbytes != slot.size)
+          fail_param(i, "is " + std::to_string(slot.size) + " bytes; the extension gave " +
+                            std::to_string(a.nbytes) + ".");
+        std::memcpy(dst, a.bytes, a.nbytes);
+        break;
+    }
+  }
+  CUstream stream = cfg.has_stream
+                        ? cfg.stream
+                        : c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+  CJ_CHECK(cuLaunchKernel, reinterpret_cast<CUfunction>(kernel.handle()),
+           static_cast<unsigned>(cfg.grid[0]), static_cast<unsigned>(cfg.grid[1]),
+           static_cast<unsigned>(cfg.grid[2]), static_cast<unsigned>(cfg.block[0]),
+           static_cast<unsigned>(cfg.block[1]), static_cast<unsigned>(cfg.block[2]),
+           static_cast<unsigned>(cfg.shared_mem), stream, ptrs, nullptr);
+}
+
+void Dispatcher::launch(const Arg* args, size_t n, const LaunchConfig& cfg) {
+  int device = 0;
+  SpecKey key = make_key(args, n, &device);
+  std::shared_ptr<Specialization> spec = get(key);
+  launch(*spec, args, n, device, cfg);
+}
+
+}  // namespace torch_cudajit

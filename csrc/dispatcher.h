@@ -1,0 +1,126 @@
+// torch_cudajit: the dispatcher. It binds arguments to a kernel's parameters, computes the
+// specialization key, finds (or compiles once) the matching Specialization and launches it on
+// the tensors' device and current stream. The hot path is: key, one lookup, pack, launch.
+#pragma once
+
+#include "module.h"
+#include "program.h"
+#include "specialization.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+namespace torch_cudajit {
+
+/// One launch argument, converted from Python or from an IValue.
+struct Arg {
+  ArgKind kind = ArgKind::kNone;
+  const at::Tensor* tensor = nullptr;
+  int64_t i = 0;            ///< kInt, kBool
+  uint64_t u = 0;           ///< kInt values in [2^63, 2^64) (with big_unsigned)
+  bool big_unsigned = false;
+  double d = 0;             ///< kFloat; real part of kComplex
+  double imag = 0;          ///< imaginary part of kComplex
+  const void* bytes = nullptr;  ///< kBytes: raw parameter bytes from an extension
+  size_t nbytes = 0;
+};
+
+/// Launch configuration: grid, block, dynamic shared memory and stream.
+struct LaunchConfig {
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+  int64_t shared_mem = 0;
+  bool has_stream = false;  ///< false: the current torch stream of the tensors' device
+  CUstream stream = nullptr;
+};
+
+/// Options fixed when a kernel is created.
+struct KernelOptions {
+  CompileOptions compile;     ///< compile.arch is ignored: the device decides
+  std::string template_args;  ///< explicit template arguments ("" deduces all)
+};
+
+/// How one parameter is filled at launch.
+enum class PackOp : uint8_t { kArray, kPointer, kTensorScalar, kInt, kFloat, kBool, kComplex, kBytes };
+
+/// A kernel compiled for one key.
+struct Specialization {
+  SpecKey key;
+  std::string signature;      ///< readable argument types
+  std::shared_ptr<const CompiledProgram> compiled;
+  std::string lowered_name;
+  std::string name_expression;
+  std::vector<ParamProbe> probes;
+  struct Slot {
+    PackOp op;
+    TypeCode code;  ///< the parameter's resolved type (scalars)
+    uint8_t rank;
+    uint32_t offset;
+    uint32_t size;
+  };
+  std::vector<Slot> slots;
+  uint32_t buffer_size = 0;
+
+  /// The loaded kernel (first launch loads it; thread-safe).
+  LoadedKernel& loaded();
+
+ private:
+  std::once_flag load_once_;
+  std::shared_ptr<LoadedKernel> loaded_;
+};
+
+/// Compiles, caches and launches one __global__ function of a Program.
+class Dispatcher {
+ public:
+  Dispatcher(std::shared_ptr<const Program> program, std::string kernel_name, KernelOptions options);
+
+  const KernelDecl& decl() const { return *decl_; }
+  const Program& program() const { return *program_; }
+  const std::shared_ptr<const Program>& program_ptr() const { return program_; }
+  const KernelOptions& options() const { return options_; }
+
+  /// Checks the arguments against the parameters and returns their key. `device` receives
+  /// the tensors' CUDA device (the current device when no tensor is given). With arch > 0
+  /// the key is for that architecture and tensors may live anywhere (compile-only use).
+  SpecKey make_key(const Arg* args, size_t n, int* device, int arch = 0) const;
+  /// The specialization for a key, or nullptr when it has not been compiled.
+  std::shared_ptr<Specialization> lookup(const SpecKey& key) const;
+  /// The specialization for a key, compiling it (once, even across threads) if needed.
+  std::shared_ptr<Specialization> get(const SpecKey& key);
+  /// Compiles several keys in one NVRTC invocation (keys already compiled are reused).
+  std::vector<std::shared_ptr<Specialization>> compile_many(const std::vector<SpecKey>& keys);
+  /// All compiled specializations, in compile order.
+  std::vector<std::shared_ptr<Specialization>> specializations() const;
+
+  /// Launches a specialization with arguments whose key equals spec.key.
+  void launch(Specialization& spec, const Arg* args, size_t n, int device, const LaunchConfig& cfg);
+  /// make_key + get + launch.
+  void launch(const Arg* args, size_t n, const LaunchConfig& cfg);
+  /// Block size chosen by the occupancy API for 1-D launches of a specialization.
+  int forall_block(Specialization& spec, int device);
+
+ private:
+  std::shared_ptr<Specialization> build(const SpecKey& key,
+                                        const std::shared_ptr<const CompiledProgram>& compiled,
+                                        size_t index) const;
+  [[noreturn]] void fail_param(size_t i, const std::string& what) const;
+
+  std::shared_ptr<const Program> program_;
+  const KernelDecl* decl_;
+  KernelOptions options_;
+  mutable std::mutex mutex_;
+  std::unordered_map<SpecKey, std::shared_future<std::shared_ptr<Specialization>>, SpecKeyHash> cache_;
+  std::vector<std::shared_ptr<Specialization>> order_;
+};
+
+/// The TypeCode of a torch dtype; throws c10::TypeError for dtypes kernels cannot take.
+TypeCode type_code_of(c10::ScalarType dtype);
+
+}  // namespace torch_cudajit

@@ -1,0 +1,82 @@
+// torch_cudajit: the C++ Kernel API and extension application (see kernel.h).
+#include "kernel.h"
+
+namespace torch_cudajit {
+
+Kernel::Kernel(const std::string& source, const std::string& name, KernelOptions options)
+    : Kernel(std::make_shared<const Program>(source), name, std::move(options)) {}
+
+Kernel::Kernel(std::shared_ptr<const Program> program, const std::string& name, KernelOptions options)
+    : dispatcher_(std::make_shared<Dispatcher>(std::move(program), name, std::move(options))) {}
+
+void Kernel::add_extension(std::shared_ptr<Extension> extension) {
+  TORCH_CHECK_VALUE(extension != nullptr, "torch_cudajit: add_extension got a null extension");
+  extensions_.push_back(std::move(extension));
+}
+
+Arg to_arg(const c10::IValue& v, size_t position) {
+  Arg a;
+  if (v.isTensor()) {
+    a.kind = ArgKind::kTensor;
+    a.tensor = &v.toTensor();
+  } else if (v.isBool()) {
+    a.kind = ArgKind::kBool;
+    a.i = v.toBool();
+  } else if (v.isInt()) {
+    a.kind = ArgKind::kInt;
+    a.i = v.toInt();
+  } else if (v.isDouble()) {
+    a.kind = ArgKind::kFloat;
+    a.d = v.toDouble();
+  } else if (v.isComplexDouble()) {
+    a.kind = ArgKind::kComplex;
+    auto c = v.toComplexDouble();
+    a.d = c.real();
+    a.imag = c.imag();
+  } else {
+    TORCH_CHECK_TYPE(false, "torch_cudajit: argument ", position, " is a ", v.tagKind(),
+                     "; kernels take tensors, int, float, bool and complex values (add an "
+                     "extension to pass other types).");
+  }
+  return a;
+}
+
+std::vector<Arg> Kernel::bind(const std::vector<c10::IValue>& values, CUstream stream,
+                              std::vector<c10::IValue>& storage,
+                              std::vector<std::function<void()>>& after) const {
+  std::vector<c10::IValue> current = values;
+  for (auto it = extensions_.rbegin(); it != extensions_.rend(); ++it) {
+    std::vector<c10::IValue> next;
+    for (const auto& v : current) {
+      std::vector<c10::IValue> out;
+      if ((*it)->prepare(v, stream, out, after))
+        next.insert(next.end(), out.begin(), out.end());
+      else
+        next.push_back(v);
+    }
+    current = std::move(next);
+  }
+  storage = std::move(current);
+  std::vector<Arg> args;
+  args.reserve(storage.size());
+  for (size_t i = 0; i < storage.size(); ++i) args.push_back(to_arg(storage[i], i));
+  return args;
+}
+
+void Kernel::launch(const LaunchConfig& config, const std::vector<c10::IValue>& values) {
+  std::vector<c10::IValue> storage;
+  std::vector<std::function<void()>> after;
+  std::vector<Arg> args = bind(values, config.stream, storage, after);
+  dispatcher_->launch(args.data(), args.size(), config);
+  for (auto& f : after) f();
+}
+
+std::shared_ptr<Specialization> Kernel::compile(const std::vector<c10::IValue>& values, int arch) {
+  std::vector<c10::IValue> storage;
+  std::vector<std::function<void()>> after;
+  std::vector<Arg> args = bind(values, nullptr, storage, after);
+  SpecKey key = dispatcher_->make_key(args.data(), args.size(), nullptr, arch);
+  return dispatcher_->get(key);
+}
+
+}  // namespace torch_cudajit

@@ -1,0 +1,57 @@
+// torch_cudajit: the C++ API for LibTorch programs. A Kernel is a CUDA C++ source plus the
+// name of one __global__ function; calling it binds c10::IValue arguments (through the
+// extensions, then the default tensor/number binding), specializes and launches.
+#pragma once
+
+#include "dispatcher.h"
+
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+
+/// Turns one argument into kernel arguments before a launch (numba's `prepare_args`).
+/// Extensions run from the last registered to the first; each sees what the later ones left.
+class Extension {
+ public:
+  virtual ~Extension() = default;
+  /// Returns false when the value is not this extension's; otherwise fills `out` with the
+  /// values that replace it (several values bind to consecutive parameters) and may add work
+  /// to `after`, which runs once the launch has been issued.
+  virtual bool prepare(const c10::IValue& value, CUstream stream, std::vector<c10::IValue>& out,
+                       std::vector<std::function<void()>>& after) = 0;
+};
+
+/// A compiled-on-demand kernel for C++ callers.
+class Kernel {
+ public:
+  Kernel(const std::string& source, const std::string& name, KernelOptions options = {});
+  Kernel(std::shared_ptr<const Program> program, const std::string& name, KernelOptions options = {});
+
+  /// Adds an extension; it runs before those added earlier.
+  void add_extension(std::shared_ptr<Extension> extension);
+  /// Applies the extensions and converts the values to launch arguments (`storage` keeps the
+  /// tensors they refer to alive).
+  std::vector<Arg> bind(const std::vector<c10::IValue>& values, CUstream stream,
+                        std::vector<c10::IValue>& storage,
+                        std::vector<std::function<void()>>& after) const;
+  /// Launches with the given configuration.
+  void launch(const LaunchConfig& config, const std::vector<c10::IValue>& values);
+  /// Compiles for the given example values and architecture without launching (no GPU needed).
+  std::shared_ptr<Specialization> compile(const std::vector<c10::IValue>& values, int arch);
+
+  Dispatcher& dispatcher() { return *dispatcher_; }
+
+ private:
+  std::shared_ptr<Dispatcher> dispatcher_;
+  std::vector<std::shared_ptr<Extension>> extensions_;
+};
+
+/// Converts one IValue (tensor, int, float, bool, complex) to a launch argument.
+Arg to_arg(const c10::IValue& value, size_t position);
+
+}  // namespace torch_cudajit

@@ -1,0 +1,83 @@
+// torch_cudajit: the loaded stage. A LoadedLibrary holds a CompiledProgram's binary loaded
+// with the context-independent cuLibrary API, so that one load serves every device of the
+// same architecture; a LoadedKernel is one kernel of it with its per-device attributes.
+#pragma once
+
+#include "cuda_api.h"
+#include "program.h"
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+namespace torch_cudajit {
+
+/// Most devices a process may use with one kernel.
+constexpr int kMaxDevices = 64;
+
+/// Device limits read once per device.
+struct DeviceLimits {
+  int compute_capability = 0;  ///< e.g. 90
+  int max_threads_per_block = 0;
+  std::array<int, 3> max_block{};
+  std::array<int64_t, 3> max_grid{};
+  int max_shared_optin = 0;  ///< most dynamic + static shared memory a block may opt in to
+  int multiprocessors = 0;
+  bool cooperative_launch = false;
+};
+
+/// Limits of a device, read on first use and cached (thread-safe).
+const DeviceLimits& device_limits(int device);
+
+/// Makes the device's primary context current on this thread, if no context is.
+void ensure_context(int device);
+
+/// A compiled program's binary, loaded into the driver.
+class LoadedLibrary {
+ public:
+  explicit LoadedLibrary(std::shared_ptr<const CompiledProgram> compiled);
+  ~LoadedLibrary();
+  LoadedLibrary(const LoadedLibrary&) = delete;
+  LoadedLibrary& operator=(const LoadedLibrary&) = delete;
+
+  CUkernel get_kernel(const std::string& lowered_name) const;
+  const CompiledProgram& compiled() const { return *compiled_; }
+
+ private:
+  std::shared_ptr<const CompiledProgram> compiled_;
+  CUlibrary library_ = nullptr;
+};
+
+/// Per-device facts about a loaded kernel, filled on its first launch on that device.
+struct KernelDeviceState {
+  int max_threads_per_block = 0;
+  int static_shared = 0;
+  int dynamic_shared_limit = 48 * 1024;  ///< current CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  int forall_block = 0;                  ///< occupancy-chosen 1-D block size (0: not computed)
+};
+
+/// One kernel of a LoadedLibrary.
+class LoadedKernel {
+ public:
+  LoadedKernel(std::shared_ptr<LoadedLibrary> library, const std::string& lowered_name);
+
+  CUkernel handle() const { return kernel_; }
+  /// Per-device state, initialised on first use (thread-safe); call with the context current.
+  const KernelDeviceState& device_state(int device);
+  /// Raises the dynamic shared memory limit on a device when a launch asks for more.
+  void reserve_dynamic_shared(int device, int bytes);
+  /// Occupancy-maximising block size for 1-D launches (cuOccupancyMaxPotentialBlockSize).
+  int forall_block(int device);
+  /// Number of parameters and their sizes as the driver sees them.
+  std::vector<size_t> driver_param_sizes() const;
+
+ private:
+  std::shared_ptr<LoadedLibrary> library_;
+  CUkernel kernel_ = nullptr;
+  std::mutex mutex_;
+  std::array<KernelDeviceState, kMaxDevices> devices_{};
+  std::array<std::atomic<bool>, kMaxDevices> ready_{};
+};
+
+}  // namespace torch_cudajit

@@ -1,0 +1,255 @@
+// torch_cudajit: NVRTC compilation of reflected programs (see program.h).
+#include "program.h"
+
+#include "cuda_api.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#ifndef CJ_SOURCE_INCLUDE_DIR
+#define CJ_SOURCE_INCLUDE_DIR ""
+#endif
+
+namespace torch_cudajit {
+namespace {
+
+bool file_exists(const std::string& p) {
+  struct stat st;
+  return !p.empty() && stat(p.c_str(), &st) == 0;
+}
+
+std::string dirname(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? "." : p.substr(0, s);
+}
+
+std::mutex& include_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::string& package_include_override() {
+  static std::string dir;
+  return dir;
+}
+
+std::string find_package_include_dir() {
+  {
+    std::lock_guard<std::mutex> lock(include_mutex());
+    if (!package_include_override().empty()) return package_include_override();
+  }
+  if (const char* env = std::getenv("TORCH_CUDAJIT_INCLUDE_DIR")) return env;
+  // Next to the library holding this code: torch_cudajit/_C.so -> torch_cudajit/include.
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&find_package_include_dir), &info) && info.dli_fname) {
+    std::string lib_dir = dirname(info.dli_fname);
+    for (const std::string& c : {lib_dir + "/include", lib_dir + "/../include/torch_cudajit",
+                                 lib_dir + "/torch_cudajit/include"})
+      if (file_exists(c + "/cj/cj.cuh")) return c;
+  }
+  return CJ_SOURCE_INCLUDE_DIR;
+}
+
+std::string find_cuda_include_dir() {
+  std::vector<std::string> candidates;
+  for (const char* env : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* v = std::getenv(env)) candidates.push_back(std::string(v) + "/include");
+  // The headers that ship with the NVRTC we loaded (toolkit or NVIDIA wheel) match it best.
+  const std::string& nvrtc_path = detail::nvrtc().library_path;
+  if (nvrtc_path.find('/') != std::string::npos)
+    candidates.push_back(dirname(dirname(nvrtc_path)) + "/include");
+  candidates.push_back("/usr/local/cuda/include");
+  for (const auto& c : candidates)
+    if (file_exists(c + "/cuda_fp16.h")) return c;
+  return "";
+}
+
+}  // namespace
+
+CompileError::CompileError(std::string kernel_name, std::string arch,
+                           std::vector<std::string> options, std::string log,
+                           std::string numbered_source, std::string hint)
+    : c10::Error(
+          [&] {
+            std::ostringstream os;
+            os << "torch_cudajit: kernel '" << kernel_name << "' failed to compile for " << arch
+               << ".\n" << hint << "NVRTC options:";
+            for (const auto& o : options) os << " " << o;
+            os << "\nNVRTC log:\n" << log << "\nSource:\n" << numbered_source;
+            return os.str();
+          }(),
+          /*backtrace=*/nullptr),
+      kernel_name_(std::move(kernel_name)),
+      arch_(std::move(arch)),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      numbered_source_(std::move(numbered_source)) {}
+
+void set_package_include_dir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(include_mutex());
+  package_include_override() = dir;
+}
+
+std::vector<std::string> default_include_dirs() {
+  std::vector<std::string> dirs;
+  std::string pkg = find_package_include_dir();
+  TORCH_CHECK(file_exists(pkg + "/cj/cj.cuh"),
+              "torch_cudajit: cannot find the device header cj/cj.cuh (looked in '", pkg,
+              "'). Set TORCH_CUDAJIT_INCLUDE_DIR to the torch_cudajit/include folder.");
+  dirs.push_back(pkg);
+  std::string cuda = find_cuda_include_dir();
+  if (!cuda.empty()) dirs.push_back(cuda);
+  return dirs;
+}
+
+std::string number_lines(const std::string& source) {
+  std::ostringstream os;
+  std::istringstream is(source);
+  std::string line;
+  size_t n = 0;
+  size_t total = static_cast<size_t>(std::count(source.begin(), source.end(), '\n')) + 1;
+  int width = static_cast<int>(std::to_string(total).size());
+  while (std::getline(is, line)) {
+    std::string num = std::to_string(++n);
+    os << std::string(static_cast<size_t>(width) - num.size(), ' ') << num << " | " << line << "\n";
+  }
+  return os.str();
+}
+
+Program::Program(std::string source, std::string filename)
+    : source_(std::move(source)), filename_(std::move(filename)) {
+  kernels_ = reflect_kernels(source_);
+  rewritten_ = rewrite_layouts(source_, kernels_);
+}
+
+const KernelDecl& Program::kernel(const std::string& name) const {
+  for (const auto& k : kernels_)
+    if (k.name == name) return k;
+  std::string names;
+  for (const auto& k : kernels_) names += (names.empty() ? "'" : ", '") + k.name + "'";
+  TORCH_CHECK_VALUE(false, "torch_cudajit: no __global__ function named '", name,
+                    "' in the source; it defines ", kernels_.empty() ? "none" : names,
+                    ". Pass one of those as name=.");
+}
+
+std::string Program::generated_source(const std::vector<InstantiationRequest>& requests) const {
+  // The #line directives keep NVRTC's line numbers those of the user's source.
+  std::ostringstream os;
+  os << "#include <cj/cj.cuh>\n#line 1 \"" << filename_ << "\"\n" << rewritten_ << "\n";
+  os << "#line 1 \"torch_cudajit_generated\"\n";
+  std::vector<std::string> helpers;
+  for (const auto& r : requests) {
+    if (std::find(helpers.begin(), helpers.end(), r.kernel) != helpers.end()) continue;
+    helpers.push_back(r.kernel);
+    os << deduction_helper(kernel(r.kernel));
+  }
+  for (size_t i = 0; i < requests.size(); ++i)
+    os << make_instantiation(kernel(requests[i].kernel), requests[i].key,
+                             requests[i].template_args, i)
+              .alias_definition;
+  return os.str();
+}
+
+std::vector<std::string> Program::nvrtc_options(const CompileOptions& o) const {
+  // Target the device's own machine code when this NVRTC knows it, else the newest PTX.
+  std::vector<int> archs = detail::nvrtc_supported_archs();
+  std::string target = "sm_" + std::to_string(o.arch);
+  if (!archs.empty() && std::find(archs.begin(), archs.end(), o.arch) == archs.end()) {
+    int best = 0;
+    for (int a : archs)
+      if (a <= o.arch) best = std::max(best, a);
+    TORCH_CHECK_VALUE(best > 0, "torch_cudajit: NVRTC ", detail::nvrtc_version() / 1000, ".",
+                      detail::nvrtc_version() % 1000 / 10, " cannot target sm_", o.arch,
+                      "; the oldest architecture it supports is sm_", archs.front(), ".");
+    target = "compute_" + std::to_string(best);
+  }
+  std::vector<std::string> opts = {"-arch=" + target, "-std=" + o.std, "-default-device"};
+  for (const auto& dir : default_include_dirs()) opts.push_back("-I" + dir);
+  if (default_include_dirs().size() > 1) {
+    opts.push_back("-DCJ_HAVE_FP16");
+    opts.push_back("-DCJ_HAVE_BF16");
+  }
+  if (o.debug) {
+    opts.push_back("-G");
+    opts.push_back("-DCJ_DEBUG");
+  }
+  if (o.lineinfo) opts.push_back("-lineinfo");
+  opts.insert(opts.end(), o.extra.begin(), o.extra.end());
+  return opts;
+}
+
+CompiledProgram Program::compile(const std::vector<InstantiationRequest>& requests,
+                                 const CompileOptions& options) const {
+  CompiledProgram out;
+  out.options = nvrtc_options(options);
+  out.target = out.options[0].substr(6);
+  const std::string text = generated_source(requests);
+  std::vector<Instantiation> insts;
+  for (size_t i = 0; i < requests.size(); ++i)
+    insts.push_back(make_instantiation(kernel(requests[i].kernel), requests[i].key,
+                                       requests[i].template_args, i));
+
+  nvrtcProgram prog = nullptr;
+  CJ_CHECK(nvrtcCreateProgram, &prog, text.c_str(), filename_.c_str(), 0, nullptr, nullptr);
+  struct Destroy {
+    nvrtcProgram* p;
+    ~Destroy() { detail::nvrtc().nvrtcDestroyProgram(p); }
+  } destroy{&prog};
+  for (const auto& inst : insts) {
+    CJ_CHECK(nvrtcAddNameExpression, prog, inst.kernel_expression.c_str());
+    for (const auto& p : inst.probe_expressions) CJ_CHECK(nvrtcAddNameExpression, prog, p.c_str());
+  }
+  std::vector<const char*> argv;
+  for (const auto& o : out.options) argv.push_back(o.c_str());
+  nvrtcResult result =
+      detail::nvrtc().nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+  size_t log_size = 0;
+  CJ_CHECK(nvrtcGetProgramLogSize, prog, &log_size);
+  out.log.resize(log_size);
+  if (log_size > 0) CJ_CHECK(nvrtcGetProgramLog, prog, &out.log[0]);
+  while (!out.log.empty() && (out.log.back() == '\0' || out.log.back() == '\n')) out.log.pop_back();
+  if (result != NVRTC_SUCCESS) {
+    std::string names;
+    for (const auto& r : requests)
+      if (names.find(r.kernel) == std::string::npos) names += (names.empty() ? "" : ", ") + r.kernel;
+    std::string hint;
+    if (out.log.find("torch_cudajit_generated") != std::string::npos) {
+      hint = "The kernel could not be instantiated for the argument types of this call:";
+      for (const auto& r : requests)
+        hint += "\n  " + r.kernel + describe_signature(kernel(r.kernel), r.key);
+      hint += "\nCheck each argument's dtype, rank and layout against the kernel's parameters.\n";
+    }
+    throw CompileError(names, out.target, out.options, out.log, number_lines(source_), hint);
+  }
+  size_t ptx_size = 0;
+  CJ_CHECK(nvrtcGetPTXSize, prog, &ptx_size);
+  out.ptx.resize(ptx_size);
+  CJ_CHECK(nvrtcGetPTX, prog, &out.ptx[0]);
+  if (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
+  out.has_cubin = out.target.rfind("sm_", 0) == 0;
+  if (out.has_cubin) {
+    size_t cubin_size = 0;
+    CJ_CHECK(nvrtcGetCUBINSize, prog, &cubin_size);
+    out.cubin.resize(cubin_size);
+    CJ_CHECK(nvrtcGetCUBIN, prog, &out.cubin[0]);
+  }
+  for (const auto& inst : insts) {
+    const char* lowered = nullptr;
+    CJ_CHECK(nvrtcGetLoweredName, prog, inst.kernel_expression.c_str(), &lowered);
+    out.lowered_names.emplace_back(lowered);
+    out.name_expressions.push_back(inst.kernel_expression);
+    std::vector<ParamProbe> probes;
+    for (const auto& p : inst.probe_expressions) {
+      CJ_CHECK(nvrtcGetLoweredName, prog, p.c_str(), &lowered);
+      probes.push_back(parse_probe(lowered));
+    }
+    out.probes.push_back(std::move(probes));
+  }
+  return out;
+}
+
+}  // namespace torch_cudajit

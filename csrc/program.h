@@ -1,0 +1,97 @@
+// torch_cudajit: the NVRTC stage. A Program is a reflected, layout-rewritten source; compiling
+// it for a set of instantiations and one architecture gives a CompiledProgram (PTX and CUBIN,
+// lowered names, parameter probes). Failures raise CompileError with everything needed to fix
+// the kernel.
+#pragma once
+
+#include "reflection.h"
+#include "specialization.h"
+
+#include <c10/util/Exception.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+
+/// A kernel source failed to compile. Carries the kernel name, the architecture, the NVRTC
+/// options, the compiler log and the numbered source that was compiled.
+class CompileError : public c10::Error {
+ public:
+  CompileError(std::string kernel_name, std::string arch, std::vector<std::string> options,
+               std::string log, std::string numbered_source, std::string hint);
+  const std::string& kernel_name() const { return kernel_name_; }
+  const std::string& arch() const { return arch_; }
+  const std::vector<std::string>& options() const { return options_; }
+  const std::string& log() const { return log_; }
+  const std::string& numbered_source() const { return numbered_source_; }
+
+ private:
+  std::string kernel_name_, arch_;
+  std::vector<std::string> options_;
+  std::string log_, numbered_source_;
+};
+
+/// Options of one NVRTC compile.
+struct CompileOptions {
+  int arch = 0;  ///< compute capability, e.g. 90
+  /// User options (-D..., -I..., --use_fast_math, ...), appended after the plugin's own.
+  std::vector<std::string> extra;
+  std::string std = "c++17";
+  bool debug = false;     ///< -G and bounds-checked cj::Array
+  bool lineinfo = false;  ///< -lineinfo
+};
+
+/// One kernel instantiation asked of a compile.
+struct InstantiationRequest {
+  std::string kernel;         ///< kernel name
+  SpecKey key;                ///< argument types (key.arch is ignored; CompileOptions::arch rules)
+  std::string template_args;  ///< explicit template arguments, "" to deduce all
+};
+
+/// The result of compiling a Program for some instantiations.
+struct CompiledProgram {
+  std::string target;       ///< "sm_90", or "compute_90" when only PTX could be produced
+  bool has_cubin = false;
+  std::string ptx;
+  std::string cubin;
+  std::string log;          ///< NVRTC's log (warnings)
+  std::vector<std::string> options;    ///< the full option list given to NVRTC
+  std::vector<std::string> lowered_names;  ///< one per request
+  std::vector<std::vector<ParamProbe>> probes;  ///< one vector per request
+  std::vector<std::string> name_expressions;    ///< the kernel name expression of each request
+};
+
+/// Directories NVRTC searches by default: the package's device headers and CUDA's headers.
+std::vector<std::string> default_include_dirs();
+/// Overrides the package include directory (the Python package sets its own location).
+void set_package_include_dir(const std::string& dir);
+
+/// A reflected CUDA C++ source, ready to be compiled for any instantiations.
+class Program {
+ public:
+  explicit Program(std::string source, std::string filename = "kernel.cu");
+
+  const std::string& source() const { return source_; }
+  const std::string& filename() const { return filename_; }
+  const std::vector<KernelDecl>& kernels() const { return kernels_; }
+  /// The kernel with this name; throws c10::ValueError listing the kernels that exist.
+  const KernelDecl& kernel(const std::string& name) const;
+  /// The full text handed to NVRTC for these requests.
+  std::string generated_source(const std::vector<InstantiationRequest>& requests) const;
+  /// The NVRTC option list for these options (deterministic, canonical order).
+  std::vector<std::string> nvrtc_options(const CompileOptions& options) const;
+  /// Compiles; throws CompileError when NVRTC rejects the source or an instantiation.
+  CompiledProgram compile(const std::vector<InstantiationRequest>& requests,
+                          const CompileOptions& options) const;
+
+ private:
+  std::string source_, filename_, rewritten_;
+  std::vector<KernelDecl> kernels_;
+};
+
+/// Formats source with right-aligned line numbers ("  3 | code").
+std::string number_lines(const std::string& source);
+
+}  // namespace torch_cudajit

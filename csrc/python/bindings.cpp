@@ -1,0 +1,311 @@
+// torch_cudajit: the Python binding (torch_cudajit._C). The Launcher's __call__ is the launch
+// hot path: it converts Python arguments in place, computes the key, looks it up and launches;
+// anything it cannot convert (keywords, foreign arrays, extension objects) goes to the Python
+// fallback, which normalises the arguments and calls launch_normalized.
+#include <torch/extension.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <pybind11/stl.h>
+
+#include "../cuda_api.h"
+#include "../dispatcher.h"
+#include "../program.h"
+
+namespace py = pybind11;
+using namespace torch_cudajit;
+
+namespace {
+
+PyObject* g_compile_error = nullptr;
+
+// Converts one Python object; returns false when it needs the Python fallback.
+bool convert(PyObject* o, Arg& a, const KernelDecl& decl, size_t i) {
+  if (THPVariable_Check(o)) {
+    a.kind = ArgKind::kTensor;
+    a.tensor = &THPVariable_Unpack(o);
+    return true;
+  }
+  if (PyBool_Check(o)) {
+    a.kind = ArgKind::kBool;
+    a.i = o == Py_True;
+    return true;
+  }
+  if (PyLong_Check(o)) {
+    a.kind = ArgKind::kInt;
+    int overflow = 0;
+    a.i = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow > 0) {
+      a.u = PyLong_AsUnsignedLongLong(o);
+      if (PyErr_Occurred()) {
+        PyErr_Clear();
+        overflow = 2;
+      } else {
+        a.big_unsigned = true;
+        overflow = 0;
+      }
+    }
+    if (overflow != 0) {
+      std::string name = i < decl.params.size() ? decl.params[i].name : std::to_string(i);
+      std::string text = py::str(o);
+      TORCH_CHECK_VALUE(false, "torch_cudajit: parameter '", name, "' of kernel '", decl.name,
+                        "' got the Python int ", text, ", which does not fit in 64 bits.");
+    }
+    return true;
+  }
+  if (PyFloat_Check(o)) {
+    a.kind = ArgKind::kFloat;
+    a.d = PyFloat_AS_DOUBLE(o);
+    return true;
+  }
+  if (PyComplex_Check(o)) {
+    a.kind = ArgKind::kComplex;
+    a.d = PyComplex_RealAsDouble(o);
+    a.imag = PyComplex_ImagAsDouble(o);
+    return true;
+  }
+  if (PyBytes_Check(o)) {
+    a.kind = ArgKind::kBytes;
+    a.bytes = PyBytes_AS_STRING(o);
+    a.nbytes = static_cast<size_t>(PyBytes_GET_SIZE(o));
+    return true;
+  }
+  return false;
+}
+
+[[noreturn]] void unsupported(PyObject* o, const KernelDecl& decl, size_t i) {
+  std::string name = i < decl.params.size() ? decl.params[i].name : std::to_string(i);
+  TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", name, "' of kernel '", decl.name,
+                   "' got an object of type '", Py_TYPE(o)->tp_name,
+                   "'; kernels take torch tensors, arrays with __cuda_array_interface__ or "
+                   "__dlpack__, Python or numpy numbers and bytes. Register an extension to "
+                   "pass other types.");
+}
+
+/// A kernel configured with grid, block, stream and shared memory: kernel[grid, block](...).
+struct Launcher {
+  std::shared_ptr<Dispatcher> dispatcher;
+  LaunchConfig config;
+  std::shared_ptr<Specialization> fixed;  // set for specialized kernels
+  py::object fallback;                    // Python slow path, or None
+
+  // Returns false when the fallback must handle the call.
+  bool try_launch(PyObject* args, bool allow_fallback) {
+    const KernelDecl& decl = dispatcher->decl();
+    const Py_ssize_t n = PyTuple_GET_SIZE(args);
+    Arg converted[kMaxParams];
+    if (static_cast<size_t>(n) > kMaxParams) {
+      TORCH_CHECK_TYPE(false, "torch_cudajit: kernel '", decl.name, "' takes ", decl.params.size(),
+                       " argument(s), got ", n, ".");
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* o = PyTuple_GET_ITEM(args, i);
+      if (!convert(o, converted[i], decl, static_cast<size_t>(i))) {
+        if (allow_fallback) return false;
+        unsupported(o, decl, static_cast<size_t>(i));
+      }
+    }
+    int device = 0;
+    SpecKey key = dispatcher->make_key(converted, static_cast<size_t>(n), &device);
+    std::shared_ptr<Specialization> spec;
+    if (fixed) {
+      TORCH_CHECK_TYPE(key == fixed->key, "torch_cudajit: this specialized kernel '", decl.name,
+                       "' is fixed to ", fixed->signature, " but got ",
+                       describe_signature(decl, key), "; call the unspecialized kernel instead.");
+      spec = fixed;
+    } else {
+      spec = dispatcher->lookup(key);
+      if (!spec) {
+        py::gil_scoped_release release;
+        spec = dispatcher->get(key);
+      }
+    }
+    dispatcher->launch(*spec, converted, static_cast<size_t>(n), device, config);
+    return true;
+  }
+};
+
+std::array<int64_t, 3> dims(const py::handle& h, const char* what) {
+  std::array<int64_t, 3> d{1, 1, 1};
+  if (py::isinstance<py::int_>(h)) {
+    d[0] = h.cast<int64_t>();
+    return d;
+  }
+  if (py::isinstance<py::tuple>(h) || py::isinstance<py::list>(h)) {
+    auto seq = h.cast<py::sequence>();
+    TORCH_CHECK_VALUE(seq.size() >= 1 && seq.size() <= 3, "torch_cudajit: ", what,
+                      " must be an int or a tuple of 1 to 3 ints, got ", seq.size(), " values");
+    for (size_t i = 0; i < seq.size(); ++i) {
+      TORCH_CHECK_TYPE(py::isinstance<py::int_>(seq[i]), "torch_cudajit: ", what,
+                       " must contain ints, got ", std::string(py::str(py::type::of(seq[i]))));
+      d[i] = seq[i].cast<int64_t>();
+    }
+    return d;
+  }
+  TORCH_CHECK_TYPE(false, "torch_cudajit: ", what, " must be an int or a tuple of up to 3 ints, got ",
+                   std::string(py::str(py::type::of(h))));
+}
+
+PyObject* launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  try {
+    Launcher& l = py::cast<Launcher&>(py::handle(self));
+    if ((kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0) && l.try_launch(args, !l.fallback.is_none()))
+      Py_RETURN_NONE;
+    TORCH_CHECK_TYPE(!l.fallback.is_none(), "torch_cudajit: this launcher takes no keywords");
+    py::object r = l.fallback(py::handle(self), py::reinterpret_borrow<py::tuple>(args),
+                              kwargs ? py::reinterpret_borrow<py::dict>(kwargs) : py::dict());
+    return r.release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
+    pybind11::detail::translate_exception(std::current_exception());
+    return nullptr;
+  }
+}
+
+py::dict param_dict(const Param& p) {
+  py::dict d;
+  d["name"] = p.name;
+  d["type"] = p.type;
+  d["kind"] = to_string(p.kind);
+  d["is_const"] = p.is_const;
+  d["element"] = p.element;
+  d["rank"] = p.rank;
+  return d;
+}
+
+py::dict spec_dict(const Specialization& s) {
+  py::dict d;
+  d["signature"] = s.signature;
+  d["arch"] = s.key.arch;
+  d["target"] = s.compiled->target;
+  d["lowered_name"] = s.lowered_name;
+  d["name_expression"] = s.name_expression;
+  d["options"] = s.compiled->options;
+  d["log"] = s.compiled->log;
+  d["ptx"] = s.compiled->ptx;
+  d["cubin"] = py::bytes(s.compiled->cubin);
+  py::list types;
+  for (const auto& p : s.probes) types.append(py::make_tuple(static_cast<int>(p.code), p.size, p.align));
+  d["param_probes"] = types;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_cudajit C++ core";
+
+  static py::exception<CompileError> compile_error(m, "CompileError", PyExc_RuntimeError);
+  g_compile_error = compile_error.ptr();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const CompileError& e) {
+      py::object err = py::reinterpret_borrow<py::object>(g_compile_error)(e.what_without_backtrace());
+      err.attr("kernel_name") = e.kernel_name();
+      err.attr("arch") = e.arch();
+      err.attr("options") = e.options();
+      err.attr("log") = e.log();
+      err.attr("source") = e.numbered_source();
+      PyErr_SetObject(g_compile_error, err.ptr());
+    }
+  });
+
+  m.def("add_library_search_path", &torch_cudajit::detail::add_library_search_path);
+  m.def("set_package_include_dir", &set_package_include_dir);
+  m.def("nvrtc_version", &torch_cudajit::detail::nvrtc_version);
+  m.def("driver_available", &torch_cudajit::detail::driver_available);
+  m.def("default_include_dirs", &default_include_dirs);
+  m.def("device_compute_capability", [](int d) { return device_limits(d).compute_capability; });
+  m.def("device_multiprocessors", [](int d) { return device_limits(d).multiprocessors; });
+
+  py::class_<Program, std::shared_ptr<Program>>(m, "Program")
+      .def(py::init<std::string, std::string>(), py::arg("source"), py::arg("filename") = "kernel.cu")
+      .def_property_readonly("source", &Program::source)
+      .def_property_readonly("kernel_names", [](const Program& p) {
+        std::vector<std::string> names;
+        for (const auto& k : p.kernels()) names.push_back(k.name);
+        return names;
+      })
+      .def("params", [](const Program& p, const std::string& name) {
+        py::list out;
+        for (const auto& prm : p.kernel(name).params) out.append(param_dict(prm));
+        return out;
+      })
+      .def("is_template", [](const Program& p, const std::string& name) { return p.kernel(name).is_template; });
+
+  py::class_<Specialization, std::shared_ptr<Specialization>>(m, "Specialization")
+      .def_property_readonly("signature", [](const Specialization& s) { return s.signature; })
+      .def("info", &spec_dict);
+
+  py::class_<Dispatcher, std::shared_ptr<Dispatcher>>(m, "Dispatcher")
+      .def(py::init([](std::shared_ptr<Program> program, const std::string& name,
+                       std::vector<std::string> extra, const std::string& std_, bool debug,
+                       bool lineinfo, const std::string& template_args) {
+             KernelOptions o;
+             o.compile.extra = std::move(extra);
+             o.compile.std = std_;
+             o.compile.debug = debug;
+             o.compile.lineinfo = lineinfo;
+             o.template_args = template_args;
+             return std::make_shared<Dispatcher>(program, name, o);
+           }),
+           py::arg("program"), py::arg("name"), py::arg("options"), py::arg("std"),
+           py::arg("debug"), py::arg("lineinfo"), py::arg("template_args"))
+      .def_property_readonly("name", [](const Dispatcher& d) { return d.decl().name; })
+      .def("compile", [](Dispatcher& d, py::tuple args, int arch) {
+             std::vector<Arg> conv(args.size());
+             for (size_t i = 0; i < args.size(); ++i)
+               if (!convert(args[i].ptr(), conv[i], d.decl(), i)) unsupported(args[i].ptr(), d.decl(), i);
+             int device = 0;
+             SpecKey key = d.make_key(conv.data(), conv.size(), &device, arch);
+             py::gil_scoped_release release;
+             return d.get(key);
+           }, py::arg("args"), py::arg("arch") = 0)
+      .def("specializations", &Dispatcher::specializations)
+      .def("forall_block", [](Dispatcher& d, py::tuple args) {
+             std::vector<Arg> conv(args.size());
+             for (size_t i = 0; i < args.size(); ++i)
+               if (!convert(args[i].ptr(), conv[i], d.decl(), i)) unsupported(args[i].ptr(), d.decl(), i);
+             int device = 0;
+             SpecKey key = d.make_key(conv.data(), conv.size(), &device);
+             std::shared_ptr<Specialization> spec = d.lookup(key);
+             if (!spec) {
+               py::gil_scoped_release release;
+               spec = d.get(key);
+             }
+             return d.forall_block(*spec, device);
+           });
+
+  py::class_<Launcher, std::shared_ptr<Launcher>>(m, "Launcher")
+      .def(py::init([](std::shared_ptr<Dispatcher> d, py::object grid, py::object block,
+                       py::object stream, int64_t shared_mem, std::shared_ptr<Specialization> fixed,
+                       py::object fallback) {
+             auto l = std::make_shared<Launcher>();
+             l->dispatcher = std::move(d);
+             l->config.grid = dims(grid, "grid");
+             l->config.block = dims(block, "block");
+             TORCH_CHECK_VALUE(shared_mem >= 0, "torch_cudajit: shared_mem must be >= 0, got ", shared_mem);
+             l->config.shared_mem = shared_mem;
+             if (!stream.is_none()) {
+               l->config.has_stream = true;
+               l->config.stream = reinterpret_cast<CUstream>(stream.cast<uintptr_t>());
+             }
+             l->fixed = std::move(fixed);
+             l->fallback = std::move(fallback);
+             return l;
+           }),
+           py::arg("dispatcher"), py::arg("grid"), py::arg("block"), py::arg("stream"),
+           py::arg("shared_mem"), py::arg("fixed"), py::arg("fallback"))
+      .def("launch_normalized", [](Launcher& l, py::tuple args) { l.try_launch(args.ptr(), false); })
+      .def_property_readonly("grid", [](const Launcher& l) { return l.config.grid; })
+      .def_property_readonly("block", [](const Launcher& l) { return l.config.block; })
+      .def_property_readonly("shared_mem", [](const Launcher& l) { return l.config.shared_mem; });
+
+  // The hot path: tp_call set directly, so a launch skips pybind11's overload dispatch.
+  py::object launcher_type = m.attr("Launcher");
+  auto* type = reinterpret_cast<PyTypeObject*>(launcher_type.ptr());
+  type->tp_call = &launcher_call;
+  PyType_Modified(type);
+}

@@ -1,0 +1,81 @@
+// torch_cudajit: reflection of kernel declarations. Finds every __global__ function in a CUDA
+// C++ source, with its template header and each parameter's name, type, kind and constness,
+// without a compiler: the plugin uses this for keyword arguments, error messages that name
+// parameters, the read-only/written split of tensors, and the source rewrite that lets
+// cj::Array parameters specialize on layout.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+
+/// How a kernel parameter binds to an argument.
+enum class ParamKind {
+  kArray,    ///< cj::Array<T, N[, Layout]>: a tensor, as an array descriptor
+  kPointer,  ///< T* / const T*: a contiguous tensor, as its data pointer
+  kScalar,   ///< any other type: a Python number, a 0-d tensor or extension-provided bytes
+  kAuto,     ///< an abbreviated-template `auto` parameter: deduced from the argument
+};
+
+/// What an Array parameter's declaration says about its layout.
+enum class LayoutMode {
+  kDeduced,     ///< no layout written: the plugin adds a deduced layout template parameter
+  kStrided,     ///< cj::Strided written: any tensor, indexed with runtime strides
+  kContiguous,  ///< cj::Contiguous written: contiguous tensors only
+  kOpaque,      ///< some other layout expression: passed through to the compiler
+};
+
+/// One reflected kernel parameter.
+struct Param {
+  std::string name;  ///< declared name, or "arg<i>" when unnamed
+  std::string type;  ///< declared type, whitespace-normalized
+  ParamKind kind = ParamKind::kScalar;
+  bool is_const = false;  ///< element / pointee is const: the kernel only reads the tensor
+  std::string element;    ///< Array element or pointee type without const (empty for scalars)
+  std::string rank;       ///< Array rank expression
+  LayoutMode layout = LayoutMode::kDeduced;
+  std::string rewritten_type;  ///< the type after the layout rewrite (== type when unchanged)
+  bool named = false;
+  // Offsets into the original source, used by the layout rewrite.
+  size_t layout_insert = std::string::npos;  ///< position of the Array's closing '>'
+};
+
+/// One reflected __global__ function.
+struct KernelDecl {
+  std::string name;
+  std::string template_params;  ///< text between template < and >, empty if not a template
+  bool is_template = false;
+  bool is_extern_c = false;
+  bool is_definition = false;
+  std::vector<Param> params;
+  size_t decl_begin = 0;                         ///< start of `template` or of the declaration
+  size_t template_close = std::string::npos;     ///< position of the template header's '>'
+  size_t line = 1;                               ///< 1-based line of the declaration
+
+  /// Index of the parameter with this name, if any.
+  std::optional<size_t> find_param(const std::string& name) const;
+  /// Number of template parameters added by the layout rewrite.
+  size_t layout_params() const;
+  /// The template header of the rewritten kernel (with layout parameters), or "" if none.
+  std::string rewritten_template_header(bool with_defaults) const;
+};
+
+/// Replaces comments, string and character literals and preprocessor lines by spaces,
+/// keeping every other character (and every newline) at its offset.
+std::string mask_source(const std::string& source);
+
+/// Finds all __global__ functions of a source. Throws c10::ValueError when a kernel name is
+/// declared with two different parameter lists (overloaded kernels are not supported).
+std::vector<KernelDecl> reflect_kernels(const std::string& source);
+
+/// Rewrites the source so that every cj::Array parameter without an explicit layout gains a
+/// deduced layout template parameter (CjL<i>, defaulting to cj::Strided).
+std::string rewrite_layouts(const std::string& source, const std::vector<KernelDecl>& kernels);
+
+/// Human-readable parameter kind ("array", "pointer", "scalar", "auto").
+const char* to_string(ParamKind kind);
+
+}  // namespace torch_cudajit

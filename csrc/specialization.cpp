@@ -1,0 +1,213 @@
+// torch_cudajit: type codes, specialization keys and the generated deduction code.
+#include "specialization.h"
+
+#include <c10/util/Exception.h>
+
+#include <map>
+#include <sstream>
+
+namespace torch_cudajit {
+namespace {
+
+struct TypeInfo {
+  const char* cpp;
+  const char* dtype;
+  size_t size;
+};
+
+const TypeInfo& info(TypeCode c) {
+  static const TypeInfo table[] = {
+      {"bool", "bool", 1},           {"signed char", "int8", 1},
+      {"unsigned char", "uint8", 1}, {"short", "int16", 2},
+      {"unsigned short", "uint16", 2}, {"int", "int32", 4},
+      {"unsigned int", "uint32", 4}, {"long long", "int64", 8},
+      {"unsigned long long", "uint64", 8}, {"__half", "float16", 2},
+      {"__nv_bfloat16", "bfloat16", 2}, {"float", "float32", 4},
+      {"double", "float64", 8},      {"::cj::complex<float>", "complex64", 8},
+      {"::cj::complex<double>", "complex128", 16}};
+  static const TypeInfo unknown{"?", "?", 0};
+  int i = static_cast<int>(c);
+  return i >= 0 && i <= 14 ? table[i] : unknown;
+}
+
+std::string strip_std(std::string t) {
+  for (const char* p : {"::std::", "std::", "::"})
+    if (t.rfind(p, 0) == 0) return t.substr(std::string(p).size());
+  return t;
+}
+
+}  // namespace
+
+size_t type_size(TypeCode code) { return info(code).size; }
+const char* cpp_type_name(TypeCode code) { return info(code).cpp; }
+const char* dtype_name(TypeCode code) { return info(code).dtype; }
+
+bool is_integer(TypeCode c) { return c >= TypeCode::kInt8 && c <= TypeCode::kUInt64; }
+bool is_signed_integer(TypeCode c) {
+  return c == TypeCode::kInt8 || c == TypeCode::kInt16 || c == TypeCode::kInt32 ||
+         c == TypeCode::kInt64;
+}
+bool is_floating(TypeCode c) { return c >= TypeCode::kHalf && c <= TypeCode::kDouble; }
+bool is_complex(TypeCode c) {
+  return c == TypeCode::kComplexFloat || c == TypeCode::kComplexDouble;
+}
+
+TypeCode type_code_of(const std::string& cpp_type) {
+  static const std::map<std::string, TypeCode> names = {
+      {"bool", TypeCode::kBool},
+      {"char", TypeCode::kInt8}, {"signed char", TypeCode::kInt8}, {"int8_t", TypeCode::kInt8},
+      {"unsigned char", TypeCode::kUInt8}, {"uint8_t", TypeCode::kUInt8},
+      {"short", TypeCode::kInt16}, {"short int", TypeCode::kInt16},
+      {"signed short", TypeCode::kInt16}, {"int16_t", TypeCode::kInt16},
+      {"unsigned short", TypeCode::kUInt16}, {"uint16_t", TypeCode::kUInt16},
+      {"int", TypeCode::kInt32}, {"signed", TypeCode::kInt32}, {"signed int", TypeCode::kInt32},
+      {"int32_t", TypeCode::kInt32},
+      {"unsigned", TypeCode::kUInt32}, {"unsigned int", TypeCode::kUInt32},
+      {"uint32_t", TypeCode::kUInt32},
+      {"long", TypeCode::kInt64}, {"long int", TypeCode::kInt64},
+      {"long long", TypeCode::kInt64}, {"long long int", TypeCode::kInt64},
+      {"int64_t", TypeCode::kInt64}, {"ptrdiff_t", TypeCode::kInt64},
+      {"unsigned long", TypeCode::kUInt64}, {"unsigned long long", TypeCode::kUInt64},
+      {"uint64_t", TypeCode::kUInt64}, {"size_t", TypeCode::kUInt64},
+      {"__half", TypeCode::kHalf}, {"half", TypeCode::kHalf},
+      {"__nv_bfloat16", TypeCode::kBFloat16}, {"nv_bfloat16", TypeCode::kBFloat16},
+      {"float", TypeCode::kFloat}, {"double", TypeCode::kDouble},
+      {"cj::complex<float>", TypeCode::kComplexFloat},
+      {"complex<float>", TypeCode::kComplexFloat},
+      {"cj::complex<double>", TypeCode::kComplexDouble},
+      {"complex<double>", TypeCode::kComplexDouble}};
+  auto it = names.find(strip_std(cpp_type));
+  return it == names.end() ? TypeCode::kUnknown : it->second;
+}
+
+std::string argument_cpp_type(const Param& p, const ArgSig& s) {
+  switch (s.kind) {
+    case ArgKind::kInt: return "long long";
+    case ArgKind::kFloat: return "double";
+    case ArgKind::kBool: return "bool";
+    case ArgKind::kComplex: return "::cj::complex<double>";
+    case ArgKind::kBytes: return p.type;
+    case ArgKind::kNone: TORCH_INTERNAL_ASSERT(false, "argument without a kind");
+    case ArgKind::kTensor: break;
+  }
+  // A concrete declared element type is used as written (e.g. `long` for an int64 tensor).
+  std::string elem = type_code_of(p.element) == s.dtype ? p.element : cpp_type_name(s.dtype);
+  std::string cv = p.is_const ? "const " : "";
+  std::string layout = "::cj::Layout<" + std::to_string(s.flags) + ">";
+  switch (p.kind) {
+    case ParamKind::kArray:
+      return "::cj::Array<" + cv + elem + ", " + std::to_string(s.rank) + ", " + layout + ">";
+    case ParamKind::kAuto:
+      return "::cj::Array<" + elem + ", " + std::to_string(s.rank) + ", " + layout + ">";
+    case ParamKind::kPointer: return cv + elem + "*";
+    case ParamKind::kScalar: return cpp_type_name(s.dtype);
+  }
+  return "";
+}
+
+std::string describe_signature(const KernelDecl& decl, const SpecKey& key) {
+  std::ostringstream os;
+  os << "(";
+  for (uint32_t i = 0; i < key.size; ++i) {
+    if (i) os << ", ";
+    const ArgSig& s = key.args[i];
+    const Param& p = decl.params[i];
+    switch (s.kind) {
+      case ArgKind::kInt: os << "int"; break;
+      case ArgKind::kFloat: os << "float"; break;
+      case ArgKind::kBool: os << "bool"; break;
+      case ArgKind::kComplex: os << "complex"; break;
+      case ArgKind::kBytes: os << p.type; break;
+      case ArgKind::kNone: os << "?"; break;
+      case ArgKind::kTensor: {
+        std::string cv = p.is_const ? "const " : "";
+        if (p.kind == ParamKind::kPointer)
+          os << cv << dtype_name(s.dtype) << "*";
+        else if (p.kind == ParamKind::kScalar)
+          os << dtype_name(s.dtype);
+        else
+          os << "Array<" << cv << dtype_name(s.dtype) << ", " << int(s.rank) << ", "
+             << ((s.flags & kContiguousFlag) ? "contiguous" : "strided") << ">";
+      }
+    }
+  }
+  os << ")";
+  return os.str();
+}
+
+std::string deduction_helper(const KernelDecl& d) {
+  // Two overloads: the preferred one makes scalars non-deduced, so that `T alpha` takes the T
+  // of the tensors; the fallback deduces scalars from the Python value's type.
+  std::ostringstream os;
+  for (int priority : {1, 0}) {
+    os << d.rewritten_template_header(true) << "\n__device__ auto cj_detail_sig_" << d.name
+       << "(::cj::detail::priority<" << priority << ">";
+    for (size_t i = 0; i < d.params.size(); ++i) {
+      const Param& p = d.params[i];
+      os << ", ";
+      if (priority == 1 && p.kind == ParamKind::kScalar)
+        os << "typename ::cj::detail::nondeduced<" << p.rewritten_type << ">::type";
+      else
+        os << p.rewritten_type;
+      os << " cj_p" << i;
+    }
+    os << ") -> ::cj::detail::Sig<";
+    for (size_t i = 0; i < d.params.size(); ++i) os << (i ? ", " : "") << "decltype(cj_p" << i << ")";
+    os << ">;\n";
+  }
+  return os.str();
+}
+
+Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
+                                 const std::string& template_args, size_t tag) {
+  TORCH_INTERNAL_ASSERT(key.size == d.params.size(), "key size ", key.size, " != params ",
+                        d.params.size());
+  Instantiation inst;
+  const std::string alias = "cj_detail_spec_" + std::to_string(tag);
+  std::ostringstream os;
+  os << "using " << alias << " = decltype(cj_detail_sig_" << d.name;
+  if (!template_args.empty()) os << "<" << template_args << ">";
+  os << "(::cj::detail::priority<1>{}";
+  for (size_t i = 0; i < d.params.size(); ++i)
+    os << ", ::cj::detail::declval<" << argument_cpp_type(d.params[i], key.args[i]) << ">()";
+  os << "));\n";
+  inst.alias_definition = os.str();
+  inst.kernel_expression = "static_cast<" + alias + "::fn>(" + d.name + ")";
+  for (size_t i = 0; i < d.params.size(); ++i) {
+    std::string t = alias + "::arg<" + std::to_string(i) + ">";
+    inst.probe_expressions.push_back("&::cj::detail::probe<::cj::detail::type_code<" + t +
+                                     ">::value, sizeof(" + t + "), alignof(" + t + ")>");
+  }
+  return inst;
+}
+
+ParamProbe parse_probe(const std::string& lowered) {
+  // Itanium mangling of probe<Code, Size, Align>: ...IL<x>[n]<digits>EL<y><digits>EL<y><digits>EEE
+  std::vector<long long> values;
+  size_t i = lowered.find('I');
+  while (i != std::string::npos && i < lowered.size()) {
+    size_t l = lowered.find('L', i);
+    if (l == std::string::npos || l + 2 >= lowered.size()) break;
+    size_t j = l + 2;  // skip 'L' and the type letter
+    bool neg = lowered[j] == 'n';
+    if (neg) ++j;
+    long long v = 0;
+    size_t digits = 0;
+    while (j < lowered.size() && std::isdigit(static_cast<unsigned char>(lowered[j]))) {
+      v = v * 10 + (lowered[j] - '0');
+      ++j;
+      ++digits;
+    }
+    if (digits == 0) break;
+    values.push_back(neg ? -v : v);
+    i = j;
+  }
+  TORCH_INTERNAL_ASSERT(values.size() == 3, "unexpected probe name '", lowered, "'");
+  ParamProbe p;
+  p.code = static_cast<TypeCode>(values[0]);
+  p.size = static_cast<uint32_t>(values[1]);
+  p.align = static_cast<uint32_t>(values[2]);
+  return p;
+}
+
+}  // namespace torch_cudajit

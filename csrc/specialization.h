@@ -1,0 +1,113 @@
+// torch_cudajit: the specialization key and the code that instantiates a kernel for one key.
+// A key is the target architecture plus one 4-byte ArgSig per kernel parameter (kind, dtype,
+// rank, layout flags). New properties (16-byte alignment, 32-bit indexability) become new
+// layout flag bits, which the device header reads from cj::Layout<Flags>.
+#pragma once
+
+#include "reflection.h"
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+
+/// Scalar and element type codes, shared with the device header (cj::detail::type_code).
+enum class TypeCode : int8_t {
+  kBool = 0, kInt8 = 1, kUInt8 = 2, kInt16 = 3, kUInt16 = 4, kInt32 = 5, kUInt32 = 6,
+  kInt64 = 7, kUInt64 = 8, kHalf = 9, kBFloat16 = 10, kFloat = 11, kDouble = 12,
+  kComplexFloat = 13, kComplexDouble = 14,
+  kUnknown = -1,  ///< a type the plugin cannot convert a Python value to (user structs)
+  kArray = -2,
+  kPointer = -3,
+};
+
+/// What an argument is, as far as specialization is concerned.
+enum class ArgKind : uint8_t { kNone = 0, kTensor, kInt, kFloat, kBool, kComplex, kBytes };
+
+/// Layout flag bits of a tensor argument (mirrors cj::Layout<Flags>).
+enum LayoutFlags : uint8_t { kContiguousFlag = 1 };
+
+/// One argument's part of a specialization key.
+struct ArgSig {
+  ArgKind kind = ArgKind::kNone;
+  TypeCode dtype = TypeCode::kUnknown;
+  uint8_t rank = 0;
+  uint8_t flags = 0;
+  bool operator==(const ArgSig& o) const {
+    return kind == o.kind && dtype == o.dtype && rank == o.rank && flags == o.flags;
+  }
+};
+static_assert(sizeof(ArgSig) == 4, "ArgSig must stay one word");
+
+/// Most parameters a kernel may have.
+constexpr size_t kMaxParams = 64;
+
+/// The specialization key: target architecture and one ArgSig per kernel parameter.
+struct SpecKey {
+  int32_t arch = 0;  ///< compute capability, e.g. 90
+  uint32_t size = 0;
+  std::array<ArgSig, kMaxParams> args{};
+
+  bool operator==(const SpecKey& o) const {
+    return arch == o.arch && size == o.size &&
+           std::memcmp(args.data(), o.args.data(), size * sizeof(ArgSig)) == 0;
+  }
+  size_t hash() const {
+    uint64_t h = 1469598103934665603ull ^ static_cast<uint64_t>(arch);
+    const auto* words = reinterpret_cast<const uint32_t*>(args.data());
+    for (uint32_t i = 0; i < size; ++i) h = (h ^ words[i]) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+struct SpecKeyHash {
+  size_t operator()(const SpecKey& k) const { return k.hash(); }
+};
+
+/// Size in bytes of one element of a dtype code (0 for non-element codes).
+size_t type_size(TypeCode code);
+/// The C++ type NVRTC sees for an element type code ("float", "__half", ...).
+const char* cpp_type_name(TypeCode code);
+/// The name users see for a dtype code ("float32", "bfloat16", ...).
+const char* dtype_name(TypeCode code);
+/// The dtype code of a C++ type written in a declaration, or kUnknown (e.g. a typedef).
+TypeCode type_code_of(const std::string& cpp_type);
+/// Whether a code is an integer type, and whether it is signed.
+bool is_integer(TypeCode code);
+bool is_signed_integer(TypeCode code);
+bool is_floating(TypeCode code);
+bool is_complex(TypeCode code);
+
+/// What the compiler reported about one parameter of an instantiation.
+struct ParamProbe {
+  TypeCode code = TypeCode::kUnknown;
+  uint32_t size = 0;
+  uint32_t align = 0;
+};
+
+/// The declaration-side C++ type of an argument for the deduction helper.
+std::string argument_cpp_type(const Param& param, const ArgSig& sig);
+/// A readable signature, e.g. "(Array<float32, 2, contiguous>, Array<const float32, 1>, float)".
+std::string describe_signature(const KernelDecl& decl, const SpecKey& key);
+
+/// The code appended to a source so that one kernel can be instantiated from keys.
+std::string deduction_helper(const KernelDecl& decl);
+
+/// Text NVRTC needs to instantiate one kernel for one key.
+struct Instantiation {
+  std::string alias_definition;            ///< appended to the source
+  std::string kernel_expression;           ///< name expression of the kernel itself
+  std::vector<std::string> probe_expressions;  ///< one name expression per parameter
+};
+
+/// Builds the instantiation of `decl` for `key`; `tag` makes the alias name unique.
+Instantiation make_instantiation(const KernelDecl& decl, const SpecKey& key,
+                                 const std::string& template_args, size_t tag);
+
+/// Parses a lowered probe name (mangled cj::detail::probe<Code, Size, Align>).
+ParamProbe parse_probe(const std::string& lowered);
+
+}  // namespace torch_cudajit

@@ -1,0 +1,34 @@
+"""torch_cudajit: write CUDA C++ kernels as strings and call them on torch tensors.
+
+    import torch, torch_cudajit as cj
+    saxpy = cj.jit(r'''
+    template <typename T>
+    __global__ void saxpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
+      long long i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i < x.size(0)) out[i] = a * x[i];
+    }''')
+    saxpy[blocks, threads](out, x, 2.0)
+"""
+from ._loader import _C
+from ._errors import CompileError
+from ._extensions import Extension, Params
+from ._kernel import Kernel, KernelModule, SpecializedKernel, CompiledKernel, Parameter, jit
+
+__all__ = [
+    "jit",
+    "Kernel",
+    "KernelModule",
+    "SpecializedKernel",
+    "CompiledKernel",
+    "Parameter",
+    "Extension",
+    "Params",
+    "CompileError",
+    "nvrtc_version",
+]
+
+
+def nvrtc_version():
+    """NVRTC's version as a (major, minor) tuple."""
+    v = _C.nvrtc_version()
+    return v // 1000, (v % 1000) // 10

@@ -1,0 +1,395 @@
+"""Kernel objects: compile on demand, specialize per argument types, launch with
+``kernel[grid, block, stream, shared_mem](*args)``, as numba-cuda's CUDA dispatcher does."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import torch
+
+from ._args import coerce, stream_handle
+from ._extensions import Extension, Params
+from ._loader import _C
+
+_DTYPE_TO_CPP = {
+    torch.float16: "__half",
+    torch.bfloat16: "__nv_bfloat16",
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.int8: "int8_t",
+    torch.int16: "int16_t",
+    torch.int32: "int32_t",
+    torch.int64: "int64_t",
+    torch.uint8: "uint8_t",
+    torch.bool: "bool",
+    torch.complex64: "cj::complex<float>",
+    torch.complex128: "cj::complex<double>",
+}
+
+_MAX_CACHED_LAUNCHERS = 1024
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A reflected kernel parameter."""
+
+    name: str
+    type: str
+    kind: str  # "array", "pointer", "scalar" or "auto"
+    is_const: bool  # element type is const: the kernel only reads this tensor
+    element: str
+    rank: str
+
+    @property
+    def writable(self) -> bool:
+        return self.kind in ("array", "pointer", "auto") and not self.is_const
+
+
+class CompiledKernel:
+    """One compiled specialization: its signature, PTX, CUBIN and compile facts."""
+
+    def __init__(self, spec):
+        self._spec = spec
+        info = spec.info()
+        self.signature: str = info["signature"]
+        self.arch: int = info["arch"]
+        self.target: str = info["target"]
+        self.lowered_name: str = info["lowered_name"]
+        self.name_expression: str = info["name_expression"]
+        self.options: list = info["options"]
+        self.log: str = info["log"]
+        self.ptx: str = info["ptx"]
+        self.cubin: bytes = info["cubin"]
+
+    def __repr__(self):
+        return f"<CompiledKernel {self.lowered_name} {self.signature} for {self.target}>"
+
+
+def _arch_number(arch) -> int:
+    if isinstance(arch, int):
+        return arch
+    if isinstance(arch, str):
+        digits = arch.split("_")[-1]
+        if digits.isdigit():
+            return int(digits)
+    if isinstance(arch, tuple) and len(arch) == 2:
+        return arch[0] * 10 + arch[1]
+    raise ValueError(f"arch must be like 90, 'sm_90' or (9, 0), got {arch!r}")
+
+
+def _template_args(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    parts = []
+    for v in value:
+        if isinstance(v, torch.dtype):
+            if v not in _DTYPE_TO_CPP:
+                raise TypeError(f"template_args: dtype {v} has no CUDA C++ type")
+            parts.append(_DTYPE_TO_CPP[v])
+        elif isinstance(v, bool):
+            parts.append("true" if v else "false")
+        elif isinstance(v, (int, str)):
+            parts.append(str(v))
+        else:
+            raise TypeError(f"template_args entries must be str, int, bool or torch.dtype, got {v!r}")
+    return ", ".join(parts)
+
+
+class _Launch:
+    """Shared launch machinery of Kernel and SpecializedKernel."""
+
+    _core: "_C.Dispatcher"
+    _fixed = None
+
+    def __getitem__(self, config):
+        try:
+            return self._launchers[config]
+        except (KeyError, TypeError):
+            return self._configure(config)
+
+    def _configure(self, config):
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise ValueError(
+                f"kernel '{self.name}': the launch configuration must be [grid, block], "
+                f"[grid, block, stream] or [grid, block, stream, shared_mem]; got {config!r}")
+        grid, block = config[0], config[1]
+        stream = config[2] if len(config) > 2 else None
+        shared_mem = config[3] if len(config) > 3 else 0
+        if not isinstance(shared_mem, int) or isinstance(shared_mem, bool):
+            raise TypeError(f"shared_mem must be an int, got {type(shared_mem).__name__}")
+        launcher = _C.Launcher(self._core, grid, block, stream_handle(stream), shared_mem,
+                               self._fixed, self._launch_slow)
+        if self._kernel._extensions:
+            launcher = _ExtensionLauncher(self._kernel, launcher, stream)
+        try:
+            if len(self._launchers) < _MAX_CACHED_LAUNCHERS:
+                self._launchers[config] = launcher
+        except TypeError:  # unhashable config (lists): not cached
+            pass
+        return launcher
+
+    def _launch_slow(self, launcher, args, kwargs):
+        args = self._kernel._bind(args, kwargs)
+        launcher.launch_normalized(tuple(coerce(a) for a in args))
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(
+            f"kernel '{self.name}' needs a launch configuration: call it as "
+            f"kernel[grid, block](*args) or kernel[grid, block, stream, shared_mem](*args), "
+            f"or use kernel.forall(n)(*args)")
+
+    def forall(self, ntasks: int, stream=None, shared_mem: int = 0):
+        """A 1-D launch over `ntasks` threads, with the block size chosen by the occupancy API."""
+        if not isinstance(ntasks, int) or ntasks < 1:
+            raise ValueError(f"forall: ntasks must be a positive int, got {ntasks!r}")
+        return _ForAll(self, ntasks, stream, shared_mem)
+
+
+class _ExtensionLauncher:
+    """A launcher that runs the kernel's extensions before each launch."""
+
+    def __init__(self, kernel: "Kernel", launcher, stream):
+        self._kernel = kernel
+        self._launcher = launcher
+        self._stream = stream_handle(stream)
+
+    def __call__(self, *args, **kwargs):
+        args = self._kernel._bind(args, kwargs, allow_extra=True)
+        retr: list = []
+        for ext in reversed(self._kernel._extensions):
+            out = []
+            for value in args:
+                param = self._kernel._param_at(len(out))
+                new = ext.prepare_args(value, param=param, stream=self._stream, retr=retr)
+                if isinstance(new, Params):
+                    out.extend(new)
+                else:
+                    out.append(new)
+            args = out
+        self._launcher.launch_normalized(tuple(coerce(a) for a in args))
+        for fn in retr:
+            fn()
+
+
+class _ForAll:
+    def __init__(self, kernel, ntasks, stream, shared_mem):
+        self._kernel = kernel
+        self._ntasks = ntasks
+        self._stream = stream
+        self._shared_mem = shared_mem
+
+    def __call__(self, *args, **kwargs):
+        k = self._kernel
+        bound = tuple(coerce(a) for a in k._kernel._bind(args, kwargs))
+        block = k._core.forall_block(bound)
+        grid = math.ceil(self._ntasks / block)
+        k[grid, block, self._stream, self._shared_mem](*bound)
+
+
+class Kernel(_Launch):
+    """A CUDA C++ __global__ function, compiled and specialized on demand.
+
+    Launch it with ``kernel[grid, block](*args)``, ``kernel[grid, block, stream]`` or
+    ``kernel[grid, block, stream, shared_mem]``; ``grid`` and ``block`` are ints or tuples of
+    up to three ints."""
+
+    def __init__(self, program, name: str, options: dict, extensions: Sequence = ()):
+        self._program = program
+        self._options = dict(options)
+        self._name = name
+        params = program.params(name)
+        self._params = tuple(Parameter(**p) for p in params)
+        std = options["std"]
+        if any(p.kind == "auto" for p in self._params) and std in ("c++11", "c++14", "c++17"):
+            std = "c++20"  # abbreviated function templates need C++20
+        self._core = _C.Dispatcher(program, name, list(options["options"]), std,
+                                   options["debug"], options["lineinfo"], options["template_args"])
+        for ext in extensions:
+            if not hasattr(ext, "prepare_args"):
+                raise TypeError(f"extensions: {ext!r} has no prepare_args method")
+        self._extensions = tuple(extensions)
+        self._launchers: dict = {}
+        self._kernel = self
+
+    # -- reflection -------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def params(self) -> tuple:
+        """The kernel's parameters, as reflected from its declaration."""
+        return self._params
+
+    @property
+    def source(self) -> str:
+        return self._program.source
+
+    @property
+    def is_template(self) -> bool:
+        return self._program.is_template(self._name)
+
+    def _param_at(self, i):
+        return self._params[i] if i < len(self._params) else None
+
+    def _bind(self, args, kwargs, allow_extra=False):
+        """Positional + keyword arguments -> positional, by parameter name."""
+        if not kwargs:
+            return tuple(args)
+        names = [p.name for p in self._params]
+        out = list(args)
+        if len(out) > len(names) and not allow_extra:
+            raise TypeError(f"kernel '{self.name}' takes {len(names)} argument(s) "
+                            f"({', '.join(names)}), got {len(out)} positional")
+        out.extend([_MISSING] * (len(names) - len(out)))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise TypeError(f"kernel '{self.name}' got an unexpected keyword argument '{key}'; "
+                                f"its parameters are ({', '.join(names)})")
+            i = names.index(key)
+            if out[i] is not _MISSING:
+                raise TypeError(f"kernel '{self.name}' got multiple values for argument '{key}'")
+            out[i] = value
+        missing = [names[i] for i, v in enumerate(out) if v is _MISSING]
+        if missing:
+            raise TypeError(f"kernel '{self.name}' is missing argument(s): {', '.join(missing)}")
+        return tuple(out)
+
+    # -- specializations ----------------------------------------------------------------------
+    @property
+    def signatures(self) -> list:
+        """Signatures compiled so far, e.g. '(Array<float32, 1, contiguous>, float)'."""
+        return [s.signature for s in self._core.specializations()]
+
+    @property
+    def overloads(self) -> dict:
+        """Compiled specializations by signature and architecture."""
+        return {(s.signature, s.info()["arch"]): CompiledKernel(s) for s in self._core.specializations()}
+
+    def compile(self, *args, arch=None, **kwargs) -> CompiledKernel:
+        """Compiles for the types of example arguments without launching.
+
+        Tensors may be on any device (CPU or meta tensors work) when ``arch`` is given, so
+        this runs on machines without a GPU: ``k.compile(torch.empty(8), 1.0, arch="sm_90")``."""
+        bound = tuple(coerce(a) for a in self._bind(args, kwargs))
+        spec = self._core.compile(bound, 0 if arch is None else _arch_number(arch))
+        return CompiledKernel(spec)
+
+    def specialize(self, *args, **kwargs) -> "SpecializedKernel":
+        """A kernel fixed to the signature of these (CUDA) arguments, with the fastest launch."""
+        bound = tuple(coerce(a) for a in self._bind(args, kwargs))
+        return SpecializedKernel(self, self._core.compile(bound, 0))
+
+    def __repr__(self):
+        params = ", ".join(f"{p.type} {p.name}" for p in self._params)
+        return f"<torch_cudajit.Kernel {self._name}({params})>"
+
+
+class SpecializedKernel(_Launch):
+    """A kernel fixed to one signature (``Kernel.specialize``): no lookup at launch."""
+
+    def __init__(self, kernel: Kernel, spec):
+        self._kernel = kernel
+        self._core = kernel._core
+        self._fixed = spec
+        self._launchers: dict = {}
+        self.compiled = CompiledKernel(spec)
+
+    @property
+    def name(self) -> str:
+        return self._kernel.name
+
+    @property
+    def signature(self) -> str:
+        return self.compiled.signature
+
+    def _launch_slow(self, launcher, args, kwargs):
+        self._kernel._launch_slow(launcher, args, kwargs)
+
+    def __repr__(self):
+        return f"<torch_cudajit.SpecializedKernel {self.name}{self.signature}>"
+
+
+class KernelModule:
+    """All kernels of a source with several __global__ functions, by name."""
+
+    def __init__(self, program, options, extensions):
+        self._program = program
+        self._kernels = {n: Kernel(program, n, options, extensions) for n in program.kernel_names}
+
+    @property
+    def names(self) -> list:
+        return list(self._kernels)
+
+    def __getitem__(self, name: str) -> Kernel:
+        try:
+            return self._kernels[name]
+        except KeyError:
+            raise KeyError(f"no kernel '{name}' in the source; it defines {', '.join(self._kernels)}") from None
+
+    def __getattr__(self, name: str) -> Kernel:
+        kernels = self.__dict__.get("_kernels", {})
+        if name in kernels:
+            return kernels[name]
+        raise AttributeError(f"no kernel '{name}' in the source; it defines {', '.join(kernels)}")
+
+    def __iter__(self):
+        return iter(self._kernels.values())
+
+    def __repr__(self):
+        return f"<torch_cudajit.KernelModule {', '.join(self._kernels)}>"
+
+
+class _Missing:
+    def __repr__(self):
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
+def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
+        include_dirs: Iterable[str] = (), defines: dict | None = None, std: str = "c++17",
+        fastmath: bool = False, lineinfo: bool = False, debug: bool = False,
+        template_args=None, extensions: Sequence[Extension] = (), filename: str = "kernel.cu"):
+    """Compiles CUDA C++ kernels on demand.
+
+    Args:
+        source: CUDA C++ with one or more ``__global__`` functions. ``cj/cj.cuh`` (cj::Array,
+            fixed-width integers, cj::complex) is included automatically.
+        name: the kernel to return. Without it, a source with one kernel returns that kernel
+            and a source with several returns a KernelModule.
+        options: extra NVRTC options. include_dirs / defines: -I and -D options.
+        std: the C++ standard. fastmath: --use_fast_math. lineinfo: -lineinfo.
+        debug: -G, and bounds-checked cj::Array indexing.
+        template_args: explicit template arguments ("float, 4" or (torch.float32, 4)); the
+            rest are deduced from the arguments.
+        extensions: objects with ``prepare_args`` that convert arguments before a launch.
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a str of CUDA C++, got {type(source).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if isinstance(options, str):
+        raise TypeError("options must be a list of NVRTC option strings, not one string")
+    opts = [str(o) for o in options]
+    opts += [f"-I{d}" for d in include_dirs]
+    for key, value in (defines or {}).items():
+        opts.append(f"-D{key}" if value is None else f"-D{key}={value}")
+    if fastmath:
+        opts.append("--use_fast_math")
+    config = dict(options=opts, std=std, debug=bool(debug), lineinfo=bool(lineinfo),
+                  template_args=_template_args(template_args))
+    program = _C.Program(source, filename)
+    names = program.kernel_names
+    if name is not None:
+        program.params(name)  # raises ValueError naming the kernels that exist
+        return Kernel(program, name, config, extensions)
+    if not names:
+        raise ValueError("source defines no __global__ function")
+    if len(names) == 1:
+        return Kernel(program, names[0], config, extensions)
+    return KernelModule(program, config, extensions)
