@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds torch_cudajit on the GPU machine, runs the GPU tests (Python and C++) and the
+# benchmarks in one call; logs go to $OUT (or ./gpu_logs).
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu_logs}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+STEP=${1:-all}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+echo "== build"
+MAX_JOBS=16 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+export PYTHONPATH=$PWD
+if [[ $STEP == all || $STEP == smoke ]]; then
+  echo "== smoke"
+  python3 scripts/smoke.py 2>&1 | tee "$OUT/smoke.log"
+fi
+if [[ $STEP == all || $STEP == pytest ]]; then
+  echo "== pytest"
+  python3 -m pytest tests/python -q -x -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -25
+fi
+if [[ $STEP == all || $STEP == ctest ]]; then
+  echo "== ctest"
+  TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  (cmake -S . -B /tmp/cjbuild -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 &&
+   ninja -C /tmp/cjbuild -j16 >> "$OUT/cmake.log" 2>&1 &&
+   (cd /tmp/cjbuild && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" | tail -15) || tail -30 "$OUT/cmake.log"
+fi
+if [[ $STEP == all || $STEP == bench ]]; then
+  echo "== benchmarks"
+  python3 benchmarks/launch_overhead.py 2>&1 | tee "$OUT/bench_launch.log"
+fi
