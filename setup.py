@@ -33,7 +33,10 @@ setup(
             sources,
             include_dirs=[os.path.abspath("csrc"), cuda_include_dir()],
             libraries=["c10_cuda", "dl"],
-            extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden"],
+            extra_compile_args=["-O2", "-std=c++17"],
+            # Some Python builds link extensions with -static-libstdc++; a private copy of
+            # libstdc++ beside torch's shared one breaks iostream locales. Link the shared one.
+            extra_link_args=["-l:libstdc++.so.6"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
