@@ -153,6 +153,13 @@ Dispatcher::Dispatcher(std::shared_ptr<const Program> program, std::string kerne
   TORCH_CHECK_VALUE(decl_->params.size() <= kMaxParams, "torch_cudajit: kernel '", decl_->name,
                     "' has ", decl_->params.size(), " parameters; at most ", kMaxParams,
                     " are supported.");
+  for (const Param& p : decl_->params) {
+    Declared d;
+    d.element = type_code_of(p.element);
+    d.scalar = type_code_of(p.type.rfind("const ", 0) == 0 ? p.type.substr(6) : p.type);
+    if (p.kind == ParamKind::kArray && is_integer_literal(p.rank)) d.rank = std::stoi(p.rank);
+    declared_.push_back(d);
+  }
 }
 
 void Dispatcher::fail_param(size_t i, const std::string& what) const {
@@ -197,7 +204,7 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
         }
       }
       s.dtype = type_code_of(t.scalar_type());
-      TypeCode declared = type_code_of(p.element);
+      const TypeCode declared = declared_[i].element;
       if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer) {
         if (declared != TypeCode::kUnknown && declared != s.dtype)
           fail_param(i, std::string("takes ") + dtype_name(declared) +
@@ -207,7 +214,7 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
         case ParamKind::kArray:
         case ParamKind::kAuto: {
           int64_t rank = t.dim();
-          if (p.kind == ParamKind::kArray && is_integer_literal(p.rank) && std::stoll(p.rank) != rank)
+          if (declared_[i].rank >= 0 && declared_[i].rank != rank)
             fail_param(i, "takes a tensor of rank " + p.rank + ", got rank " +
                               std::to_string(rank) + " (" + shape_of(t) + ").");
           if (rank > 16) fail_param(i, "got a tensor of rank " + std::to_string(rank) + "; at most 16 is supported.");
@@ -241,7 +248,7 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
       if (p.kind == ParamKind::kAuto && a.kind == ArgKind::kBytes)
         fail_param(i, "is `auto`; extension bytes need a declared parameter type.");
       if (p.kind == ParamKind::kScalar) {
-        TypeCode declared = type_code_of(p.type.rfind("const ", 0) == 0 ? p.type.substr(6) : p.type);
+        const TypeCode declared = declared_[i].scalar;
         if (declared != TypeCode::kUnknown) {
           bool ok = true;
           if (a.kind == ArgKind::kFloat) ok = is_floating(declared) || is_complex(declared);

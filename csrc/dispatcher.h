@@ -112,8 +112,17 @@ class Dispatcher {
                                         size_t index) const;
   [[noreturn]] void fail_param(size_t i, const std::string& what) const;
 
+  /// What the declaration fixes about each parameter, computed once so that make_key parses
+  /// nothing on the hot path.
+  struct Declared {
+    TypeCode element = TypeCode::kUnknown;  ///< Array/pointer element type, if concrete
+    TypeCode scalar = TypeCode::kUnknown;   ///< scalar parameter type, if concrete
+    int rank = -1;                          ///< Array rank, if a literal
+  };
+
   std::shared_ptr<const Program> program_;
   const KernelDecl* decl_;
+  std::vector<Declared> declared_;
   KernelOptions options_;
   mutable std::mutex mutex_;
   std::unordered_map<SpecKey, std::shared_future<std::shared_ptr<Specialization>>, SpecKeyHash> cache_;
