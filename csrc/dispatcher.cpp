@@ -162,6 +162,12 @@ Dispatcher::Dispatcher(std::shared_ptr<const Program> program, std::string kerne
   }
 }
 
+void Dispatcher::fail_value(size_t i, const std::string& what) const {
+  const Param& p = decl_->params[i];
+  TORCH_CHECK_VALUE(false, "torch_cudajit: parameter '", p.name, "' (", p.type, ") of kernel '",
+                    decl_->name, "' ", what);
+}
+
 void Dispatcher::fail_param(size_t i, const std::string& what) const {
   const Param& p = decl_->params[i];
   TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' (", p.type, ") of kernel '",
@@ -486,7 +492,7 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
         } else if (is_floating(slot.code)) {
           store_real(dst, slot.code, v.toDouble(), 0.0);
         } else if (!store_integer(dst, slot.code, v.toLong(), 0, false)) {
-          fail_param(i, "got a 0-d tensor whose value does not fit.");
+          fail_value(i, "got a 0-d tensor whose value does not fit.");
         }
         break;
       }
@@ -494,7 +500,7 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
       case PackOp::kBool:
         if (!store_integer(dst, slot.code, a.i, a.u, a.big_unsigned)) {
           std::string v = a.big_unsigned ? std::to_string(a.u) : std::to_string(a.i);
-          fail_param(i, "is " + std::string(dtype_name(slot.code)) + " with range " +
+          fail_value(i, "is " + std::string(dtype_name(slot.code)) + " with range " +
                             range_of(slot.code) + "; the Python int " + v + " does not fit.");
         }
         break;

@@ -110,7 +110,8 @@ class Dispatcher {
   std::shared_ptr<Specialization> build(const SpecKey& key,
                                         const std::shared_ptr<const CompiledProgram>& compiled,
                                         size_t index) const;
-  [[noreturn]] void fail_param(size_t i, const std::string& what) const;
+  [[noreturn]] void fail_param(size_t i, const std::string& what) const;  // TypeError
+  [[noreturn]] void fail_value(size_t i, const std::string& what) const;  // ValueError
 
   /// What the declaration fixes about each parameter, computed once so that make_key parses
   /// nothing on the hot path.

@@ -238,13 +238,12 @@ size_t KernelDecl::layout_params() const {
   return n;
 }
 
-std::string KernelDecl::rewritten_template_header(bool with_defaults) const {
+std::string KernelDecl::rewritten_template_header() const {
   std::string extra;
   size_t n = layout_params();
   for (size_t i = 0; i < n; ++i) {
     if (!extra.empty()) extra += ", ";
     extra += "class CjL" + std::to_string(i);
-    if (with_defaults) extra += " = ::cj::Strided";
   }
   if (!is_template && extra.empty()) return "";
   std::string list = template_params;
@@ -427,7 +426,6 @@ std::string rewrite_layouts(const std::string& source, const std::vector<KernelD
     std::string text;
   };
   std::vector<Edit> edits;
-  std::set<std::string> defaults_given;
   // Each declaration (a kernel may be declared before it is defined) is reflected on its own
   // window of the source, so that its offsets are exact.
   for (size_t g = 0; g < t.size(); ++g) {
@@ -459,7 +457,6 @@ std::string rewrite_layouts(const std::string& source, const std::vector<KernelD
     auto one = reflect_kernels(window);
     if (one.size() != 1 || rewrite.count(one[0].name) == 0) continue;
     const KernelDecl& k = one[0];
-    bool defaults = defaults_given.insert(k.name).second;
     size_t li = 0;
     std::string header_extra;
     for (const auto& p : k.params) {
@@ -467,7 +464,7 @@ std::string rewrite_layouts(const std::string& source, const std::vector<KernelD
       std::string tag = "CjL" + std::to_string(li++);
       edits.push_back({p.layout_insert, ", " + tag});
       if (!header_extra.empty()) header_extra += ", ";
-      header_extra += "class " + tag + (defaults ? " = ::cj::Strided" : "");
+      header_extra += "class " + tag;
     }
     if (k.is_template)
       edits.push_back({k.template_close, ", " + header_extra});

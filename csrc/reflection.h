@@ -60,7 +60,9 @@ struct KernelDecl {
   /// Number of template parameters added by the layout rewrite.
   size_t layout_params() const;
   /// The template header of the rewritten kernel (with layout parameters), or "" if none.
-  std::string rewritten_template_header(bool with_defaults) const;
+  /// Layout parameters have no default, so that they are deduced even when explicit
+  /// template arguments are given (`k<float>` leaves CjL0... to deduction).
+  std::string rewritten_template_header() const;
 };
 
 /// Replaces comments, string and character literals and preprocessor lines by spaces,
@@ -72,7 +74,7 @@ std::string mask_source(const std::string& source);
 std::vector<KernelDecl> reflect_kernels(const std::string& source);
 
 /// Rewrites the source so that every cj::Array parameter without an explicit layout gains a
-/// deduced layout template parameter (CjL<i>, defaulting to cj::Strided).
+/// deduced layout template parameter (CjL<i>).
 std::string rewrite_layouts(const std::string& source, const std::vector<KernelDecl>& kernels);
 
 /// Human-readable parameter kind ("array", "pointer", "scalar", "auto").

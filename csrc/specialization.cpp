@@ -140,7 +140,7 @@ std::string deduction_helper(const KernelDecl& d) {
   // of the tensors; the fallback deduces scalars from the Python value's type.
   std::ostringstream os;
   for (int priority : {1, 0}) {
-    os << d.rewritten_template_header(true) << "\n__device__ auto cj_detail_sig_" << d.name
+    os << d.rewritten_template_header() << "\n__device__ auto cj_detail_sig_" << d.name
        << "(::cj::detail::priority<" << priority << ">";
     for (size_t i = 0; i < d.params.size(); ++i) {
       const Param& p = d.params[i];
@@ -172,7 +172,10 @@ Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
     os << ", ::cj::detail::declval<" << argument_cpp_type(d.params[i], key.args[i]) << ">()";
   os << "));\n";
   inst.alias_definition = os.str();
-  inst.kernel_expression = "static_cast<" + alias + "::fn>(" + d.name + ")";
+  // Explicit template arguments name the kernel too: parameters no argument mentions
+  // (template <int N, ...>) cannot be deduced from the function type alone.
+  std::string kernel = template_args.empty() ? d.name : d.name + "<" + template_args + ">";
+  inst.kernel_expression = "static_cast<" + alias + "::fn>(" + kernel + ")";
   for (size_t i = 0; i < d.params.size(); ++i) {
     std::string t = alias + "::arg<" + std::to_string(i) + ">";
     inst.probe_expressions.push_back("&::cj::detail::probe<::cj::detail::type_code<" + t +

@@ -202,10 +202,7 @@ class Kernel(_Launch):
         self._name = name
         params = program.params(name)
         self._params = tuple(Parameter(**p) for p in params)
-        std = options["std"]
-        if any(p.kind == "auto" for p in self._params) and std in ("c++11", "c++14", "c++17"):
-            std = "c++20"  # abbreviated function templates need C++20
-        self._core = _C.Dispatcher(program, name, list(options["options"]), std,
+        self._core = _C.Dispatcher(program, name, list(options["options"]), options["std"],
                                    options["debug"], options["lineinfo"], options["template_args"])
         for ext in extensions:
             if not hasattr(ext, "prepare_args"):
@@ -385,6 +382,9 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
                   template_args=_template_args(template_args))
     program = _C.Program(source, filename)
     names = program.kernel_names
+    if std in ("c++11", "c++14", "c++17") and any(
+            p["kind"] == "auto" for n in names for p in program.params(n)):
+        config["std"] = "c++20"  # abbreviated function templates anywhere in the source need C++20
     if name is not None:
         program.params(name)  # raises ValueError naming the kernels that exist
         return Kernel(program, name, config, extensions)

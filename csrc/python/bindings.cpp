@@ -158,7 +158,8 @@ PyObject* launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
     e.restore();
     return nullptr;
   } catch (...) {
-    pybind11::detail::translate_exception(std::current_exception());
+    // Every registered translator (torch's c10 errors -> TypeError/ValueError, CompileError).
+    pybind11::detail::try_translate_exceptions();
     return nullptr;
   }
 }

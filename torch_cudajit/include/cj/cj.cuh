@@ -132,6 +132,9 @@ struct alignas(2 * sizeof(T)) complex {
   T re, im;
   complex() = default;
   __host__ __device__ constexpr complex(T r, T i = T(0)) : re(r), im(i) {}
+  /// Converts between precisions (a Python complex arrives as complex<double>).
+  template <class U>
+  __host__ __device__ constexpr complex(const complex<U>& o) : re(T(o.re)), im(T(o.im)) {}
   __host__ __device__ constexpr T real() const { return re; }
   __host__ __device__ constexpr T imag() const { return im; }
   friend __host__ __device__ complex operator+(complex a, complex b) { return {a.re + b.re, a.im + b.im}; }

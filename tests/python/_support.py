@@ -1,0 +1,189 @@
+"""Shared tables and helpers of the torch_cudajit test suite (imported by the test modules)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+# -- dtypes ------------------------------------------------------------------------------------
+
+#: Every dtype a kernel takes, with the name torch_cudajit's signatures use for it.
+DTYPE_NAMES = {
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.float32: "float32",
+    torch.float64: "float64",
+    torch.int8: "int8",
+    torch.int16: "int16",
+    torch.int32: "int32",
+    torch.int64: "int64",
+    torch.uint8: "uint8",
+    torch.bool: "bool",
+    torch.complex64: "complex64",
+    torch.complex128: "complex128",
+}
+DTYPES = list(DTYPE_NAMES)
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+COMPLEX_DTYPES = [torch.complex64, torch.complex128]
+INT_DTYPES = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8]
+
+
+def dtype_id(dtype) -> str:
+    return DTYPE_NAMES.get(dtype, str(dtype).replace("torch.", ""))
+
+
+def dtype_params(dtypes=None):
+    """pytest.param per dtype, with the dtype's name as id."""
+    return [pytest.param(d, id=dtype_id(d)) for d in (DTYPES if dtypes is None else dtypes)]
+
+
+# -- values --------------------------------------------------------------------------------------
+
+
+def random_values(shape, dtype, device="cpu"):
+    """Random values that are never zero (bool: a random mix of True and False).
+
+    Magnitudes stay small (|v| <= 40 for integers, 0.5 <= |v| <= 2 for floating point) so that
+    scaling by small factors neither overflows nor meets the integer poison value."""
+    shape = tuple(shape)
+    if dtype == torch.bool:
+        v = torch.rand(shape) < 0.5
+        if v.numel() >= 2:  # make sure both values occur
+            v.view(-1)[0] = True
+            v.view(-1)[1] = False
+    elif dtype.is_complex:
+        real = torch.float32 if dtype == torch.complex64 else torch.float64
+        v = torch.complex(_nonzero_float(shape, real), _nonzero_float(shape, real))
+    elif dtype.is_floating_point:
+        v = _nonzero_float(shape, torch.float64).to(dtype)
+    elif dtype == torch.uint8:
+        v = torch.randint(1, 41, shape, dtype=torch.int64).to(dtype)
+    else:
+        mag = torch.randint(1, 41, shape, dtype=torch.int64)
+        sign = torch.where(torch.rand(shape) < 0.5, -1, 1)
+        v = (mag * sign).to(dtype)
+    return v.to(device)
+
+
+def _nonzero_float(shape, dtype):
+    mag = torch.rand(shape, dtype=torch.float64) * 1.5 + 0.5
+    sign = torch.where(torch.rand(shape) < 0.5, -1.0, 1.0).to(torch.float64)
+    return (mag * sign).to(dtype)
+
+
+def poison_value(dtype):
+    """A value no test input or expected output takes: NaN, or an integer type's maximum."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    if dtype == torch.bool:
+        return None  # no third value: bool outputs are poisoned with the negated expectation
+    return torch.iinfo(dtype).max
+
+
+def poison_(t: torch.Tensor, expected: torch.Tensor | None = None) -> torch.Tensor:
+    """Fills t with a value that differs from `expected` everywhere (in place)."""
+    if t.dtype == torch.bool:
+        if expected is None:
+            t.copy_(torch.rand(t.shape, device=t.device) < 0.5)
+        else:
+            t.copy_(~expected.to(t.device))
+    else:
+        t.fill_(poison_value(t.dtype))
+    return t
+
+
+# -- layouts -------------------------------------------------------------------------------------
+
+#: 2-D layouts of a tensor argument. "expanded" (a stride-0 broadcast) is for read-only inputs.
+LAYOUTS_2D = ["contiguous", "transposed", "sliced"]
+INPUT_LAYOUTS_2D = LAYOUTS_2D + ["expanded"]
+
+
+def base_shape(shape, layout):
+    h, w = shape
+    return {"contiguous": (h, w), "transposed": (w, h), "sliced": (h, 2 * w), "expanded": (1, w)}[layout]
+
+
+def view_of(base: torch.Tensor, layout: str, shape=None) -> torch.Tensor:
+    if layout == "contiguous":
+        return base
+    if layout == "transposed":
+        return base.t()
+    if layout == "sliced":
+        return base[:, ::2]
+    if layout == "expanded":
+        return base.expand(shape)
+    raise ValueError(layout)
+
+
+def is_contiguous_layout(layout: str) -> bool:
+    return layout == "contiguous"
+
+
+def make_input(shape, dtype, layout, device="cpu"):
+    """(view, reference): a random tensor of `shape` in `layout`, and a contiguous copy of it."""
+    base = random_values(base_shape(shape, layout), dtype, device)
+    view = view_of(base, layout, shape)
+    assert tuple(view.shape) == tuple(shape)
+    assert view.is_contiguous() == (layout == "contiguous"), (layout, view.stride())
+    return view, view.contiguous().clone()
+
+
+class PoisonedOutput:
+    """An output tensor in a given layout, poisoned, with a check that the kernel wrote every
+    element of the view and nothing of the base tensor outside the view."""
+
+    def __init__(self, shape, dtype, layout, device, expected=None):
+        self.layout = layout
+        self.base = torch.empty(base_shape(shape, layout), dtype=dtype, device=device)
+        poison_(self.base)
+        self.view = view_of(self.base, layout, shape)
+        poison_(self.view, expected)
+        self.before = self.base.clone()
+
+    def check(self, expected, exact=True):
+        kw = dict(rtol=0, atol=0) if exact else {}
+        torch.testing.assert_close(self.view, expected.to(self.view.device), **kw)
+        outside = torch.ones(self.base.shape, dtype=torch.bool, device=self.base.device)
+        view_of(outside, self.layout).fill_(False)
+        torch.testing.assert_close(self.base[outside], self.before[outside], rtol=0, atol=0,
+                                   equal_nan=True, msg="the kernel wrote outside its output view")
+
+
+def blocks(n: int, block: int) -> int:
+    return (n + block - 1) // block
+
+
+# -- the launch fast path's exception bug ----------------------------------------------------------
+
+
+class WrongExceptionType(AssertionError):
+    """The right error (its message matched) was raised with the wrong exception type."""
+
+
+def assert_raises(exc_type, match, fn, *args, **kwargs):
+    """Like pytest.raises(exc_type, match=match), but matches the message first, so that an
+    error raised with the wrong type fails with WrongExceptionType (xfail-able precisely)."""
+    with pytest.raises(Exception) as info:
+        fn(*args, **kwargs)
+    info.match(match)
+    if not isinstance(info.value, exc_type):
+        raise WrongExceptionType(
+            f"expected {exc_type.__name__}, got {type(info.value).__name__}: {info.value}")
+    return info
+
+
+#: How a launch passes its arguments: positionally (the C++ fast path) or by keyword (the
+#: Python slow path, which normalises and calls Launcher.launch_normalized).
+CALL_PATHS = [
+    pytest.param("positional"),
+    pytest.param("keyword"),
+]
+
+
+def call(launcher, kernel, args, path):
+    """Calls a configured launcher with `args` positionally or by parameter name."""
+    if path == "positional":
+        return launcher(*args)
+    names = [p.name for p in kernel.params]
+    assert len(args) <= len(names)
+    return launcher(**dict(zip(names, args)))
