@@ -150,6 +150,13 @@ Dispatcher::Dispatcher(std::shared_ptr<const Program> program, std::string kerne
                        KernelOptions options)
     : program_(std::move(program)), options_(std::move(options)) {
   decl_ = &program_->kernel(kernel_name);
+  // Abbreviated function templates anywhere in the source need C++20 for the whole source.
+  const std::string& std_ = options_.compile.std;
+  if (std_ == "c++11" || std_ == "c++14" || std_ == "c++17") {
+    for (const auto& k : program_->kernels())
+      for (const auto& p : k.params)
+        if (p.kind == ParamKind::kAuto) options_.compile.std = "c++20";
+  }
   TORCH_CHECK_VALUE(decl_->params.size() <= kMaxParams, "torch_cudajit: kernel '", decl_->name,
                     "' has ", decl_->params.size(), " parameters; at most ", kMaxParams,
                     " are supported.");

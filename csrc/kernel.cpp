@@ -1,6 +1,8 @@
 // torch_cudajit: the C++ Kernel API and extension application (see kernel.h).
 #include "kernel.h"
 
+#include <c10/cuda/CUDAStream.h>
+
 namespace torch_cudajit {
 
 Kernel::Kernel(const std::string& source, const std::string& name, KernelOptions options)
@@ -66,7 +68,9 @@ std::vector<Arg> Kernel::bind(const std::vector<c10::IValue>& values, CUstream s
 void Kernel::launch(const LaunchConfig& config, const std::vector<c10::IValue>& values) {
   std::vector<c10::IValue> storage;
   std::vector<std::function<void()>> after;
-  std::vector<Arg> args = bind(values, config.stream, storage, after);
+  // Extensions see the stream the launch will use: the given one or the current torch stream.
+  CUstream stream = config.has_stream ? config.stream : c10::cuda::getCurrentCUDAStream().stream();
+  std::vector<Arg> args = bind(values, stream, storage, after);
   dispatcher_->launch(args.data(), args.size(), config);
   for (auto& f : after) f();
 }

@@ -80,6 +80,12 @@ const std::set<std::string>& type_keywords() {
   return k;
 }
 
+// Tokens that may stand between a template header and __global__.
+bool is_decl_specifier(const std::string& t) {
+  return t == "static" || t == "inline" || t == "__forceinline__" || t == "__noinline__" ||
+         t == "\"" || t == "extern";
+}
+
 bool is_cv(const std::string& t) {
   return t == "const" || t == "volatile" || t == "__restrict__" || t == "restrict" ||
          t == "__grid_constant__";
@@ -301,15 +307,22 @@ std::string mask_source(const std::string& s) {
 std::vector<KernelDecl> reflect_kernels(const std::string& source) {
   const std::string masked = mask_source(source);
   const std::vector<Token> t = tokenize(masked, 0, masked.size());
+  // Token ranges of extern "C" { ... } blocks: kernels inside them have C linkage.
+  std::vector<std::pair<size_t, size_t>> c_blocks;
+  for (size_t i = 0; i + 3 < t.size(); ++i) {
+    if (t[i].text == "extern" && t[i + 1].text == "\"" && t[i + 2].text == "\"" && t[i + 3].text == "{") {
+      size_t close = match_forward(t, i + 3, "{", "}");
+      c_blocks.emplace_back(i + 3, close == std::string::npos ? t.size() : close);
+    }
+  }
   std::vector<KernelDecl> out;
   for (size_t g = 0; g < t.size(); ++g) {
     if (t[g].text != "__global__") continue;
     KernelDecl k;
+    for (const auto& r : c_blocks) k.is_extern_c = k.is_extern_c || (g > r.first && g < r.second);
     // Walk back over specifiers to an optional template header.
     size_t b = g;
-    while (b > 0 && (t[b - 1].text == "static" || t[b - 1].text == "inline" ||
-                     t[b - 1].text == "__forceinline__" || t[b - 1].text == "__noinline__" ||
-                     t[b - 1].text == "\"" || t[b - 1].text == "extern")) {
+    while (b > 0 && is_decl_specifier(t[b - 1].text)) {
       if (t[b - 1].text == "extern") k.is_extern_c = true;
       --b;
     }
@@ -437,12 +450,11 @@ std::string rewrite_layouts(const std::string& source, const std::vector<KernelD
         break;
       }
     std::string window(masked.size(), ' ');
-    size_t wb = t[g].pos;
-    // Include a preceding template header, if any.
+    // The window starts at the declaration's specifiers (static, extern "C") or its template
+    // header, so that a new template header goes in front of them.
     size_t b = g;
-    while (b > 0 && (t[b - 1].text == "static" || t[b - 1].text == "inline" ||
-                     t[b - 1].text == "\"" || t[b - 1].text == "extern"))
-      --b;
+    while (b > 0 && is_decl_specifier(t[b - 1].text)) --b;
+    size_t wb = t[b].pos;
     if (b > 0 && t[b - 1].text == ">") {
       int depth = 0;
       size_t j = b - 1;

@@ -93,7 +93,11 @@ std::string argument_cpp_type(const Param& p, const ArgSig& s) {
   // A concrete declared element type is used as written (e.g. `long` for an int64 tensor).
   std::string elem = type_code_of(p.element) == s.dtype ? p.element : cpp_type_name(s.dtype);
   std::string cv = p.is_const ? "const " : "";
-  std::string layout = "::cj::Layout<" + std::to_string(s.flags) + ">";
+  // A layout the declaration fixes wins over the tensor's own.
+  int flags = s.flags;
+  if (p.kind == ParamKind::kArray && p.layout == LayoutMode::kStrided) flags &= ~kContiguousFlag;
+  if (p.kind == ParamKind::kArray && p.layout == LayoutMode::kContiguous) flags |= kContiguousFlag;
+  std::string layout = "::cj::Layout<" + std::to_string(flags) + ">";
   switch (p.kind) {
     case ParamKind::kArray:
       return "::cj::Array<" + cv + elem + ", " + std::to_string(s.rank) + ", " + layout + ">";
@@ -135,6 +139,16 @@ std::string describe_signature(const KernelDecl& decl, const SpecKey& key) {
   return os.str();
 }
 
+namespace {
+// __grid_constant__ is only allowed on __global__ parameters, not on the helper's.
+std::string helper_type(const std::string& type) {
+  std::string out = type;
+  const std::string q = "__grid_constant__";
+  for (size_t pos; (pos = out.find(q)) != std::string::npos;) out.erase(pos, q.size());
+  return out;
+}
+}  // namespace
+
 std::string deduction_helper(const KernelDecl& d) {
   // Two overloads: the preferred one makes scalars non-deduced, so that `T alpha` takes the T
   // of the tensors; the fallback deduces scalars from the Python value's type.
@@ -146,9 +160,9 @@ std::string deduction_helper(const KernelDecl& d) {
       const Param& p = d.params[i];
       os << ", ";
       if (priority == 1 && p.kind == ParamKind::kScalar)
-        os << "typename ::cj::detail::nondeduced<" << p.rewritten_type << ">::type";
+        os << "typename ::cj::detail::nondeduced<" << helper_type(p.rewritten_type) << ">::type";
       else
-        os << p.rewritten_type;
+        os << helper_type(p.rewritten_type);
       os << " cj_p" << i;
     }
     os << ") -> ::cj::detail::Sig<";

@@ -382,9 +382,6 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
                   template_args=_template_args(template_args))
     program = _C.Program(source, filename)
     names = program.kernel_names
-    if std in ("c++11", "c++14", "c++17") and any(
-            p["kind"] == "auto" for n in names for p in program.params(n)):
-        config["std"] = "c++20"  # abbreviated function templates anywhere in the source need C++20
     if name is not None:
         program.params(name)  # raises ValueError naming the kernels that exist
         return Kernel(program, name, config, extensions)

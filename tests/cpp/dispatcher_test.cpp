@@ -1,0 +1,461 @@
+// torch_cudajit C++ tests: the dispatcher's CPU-side work (csrc/dispatcher.h). make_key in
+// compile-only mode (arch given, CPU tensors), the argument errors it raises, and the
+// specialization cache: compile once, compile_many in one NVRTC call, concurrent get().
+#include "dispatcher.h"
+
+#include "test_util.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace torch_cudajit {
+namespace {
+
+using cjtest::bool_arg;
+using cjtest::expect_throws;
+using cjtest::float_arg;
+using cjtest::int_arg;
+using cjtest::make_spec_key;
+using cjtest::number_sig;
+using cjtest::tensor_arg;
+using cjtest::tensor_sig;
+
+constexpr int kArch = 90;
+
+std::shared_ptr<Dispatcher> make_dispatcher(const std::string& source, const std::string& name,
+                                            KernelOptions options = {}) {
+  return std::make_shared<Dispatcher>(std::make_shared<const Program>(source), name,
+                                      std::move(options));
+}
+
+const char* kMixed = R"(
+__global__ void mixed(cj::Array<float, 2> out, cj::Array<const float, 2, cj::Contiguous> in,
+                      cj::Array<const float, 1, cj::Strided> bias, const float* table,
+                      float scale, int n, auto any) {}
+)";
+
+TEST(DispatcherTest, MakeKeyRecordsDtypeRankAndLayout) {
+  auto d = make_dispatcher(kMixed, "mixed");
+  at::Tensor out = at::zeros({4, 6});
+  at::Tensor in = at::zeros({4, 6});
+  at::Tensor bias = at::zeros({6});
+  at::Tensor table = at::zeros({16});
+  at::Tensor any = at::zeros({3, 4, 5}, at::kDouble);
+
+  struct Case {
+    const char* title;
+    at::Tensor out;  // the first argument varies
+    at::Tensor any;  // and the last
+    uint8_t out_flags, any_rank, any_flags;
+    TypeCode any_dtype;
+  };
+  const std::vector<Case> cases = {
+      {"all contiguous", out, any, kContiguousFlag, 3, kContiguousFlag, TypeCode::kDouble},
+      {"transposed output", at::zeros({6, 4}).t(), any, 0, 3, kContiguousFlag, TypeCode::kDouble},
+      {"sliced output", at::zeros({4, 12}).slice(1, 0, 12, 2), any, 0, 3, kContiguousFlag,
+       TypeCode::kDouble},
+      {"auto takes any rank and dtype", out, at::zeros({2, 3}, at::kInt).t(), kContiguousFlag, 2,
+       0, TypeCode::kInt32},
+      {"auto takes a 0-d tensor", out, at::scalar_tensor(1.0, at::kHalf), kContiguousFlag, 0,
+       kContiguousFlag, TypeCode::kHalf},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    std::vector<Arg> args = {tensor_arg(c.out), tensor_arg(in), tensor_arg(bias),
+                             tensor_arg(table), float_arg(2.0),  int_arg(7),
+                             tensor_arg(c.any)};
+    int device = 123;
+    SpecKey key = d->make_key(args.data(), args.size(), &device, kArch);
+    EXPECT_EQ(key.arch, kArch);
+    ASSERT_EQ(key.size, 7u);
+    EXPECT_EQ(key.args[0], tensor_sig(TypeCode::kFloat, 2, c.out_flags != 0));
+    // Declared cj::Contiguous / cj::Strided layouts override what the tensor is.
+    EXPECT_EQ(key.args[1], tensor_sig(TypeCode::kFloat, 2, true));
+    EXPECT_EQ(key.args[2], tensor_sig(TypeCode::kFloat, 1, false));
+    EXPECT_EQ(key.args[3].kind, ArgKind::kTensor);
+    EXPECT_EQ(key.args[3].dtype, TypeCode::kFloat);
+    EXPECT_EQ(key.args[4], number_sig(ArgKind::kFloat));
+    EXPECT_EQ(key.args[5], number_sig(ArgKind::kInt));
+    EXPECT_EQ(key.args[6], tensor_sig(c.any_dtype, c.any_rank, c.any_flags != 0));
+    // Compile-only keys involve no CUDA device.
+    EXPECT_EQ(device, -1);
+  }
+}
+
+TEST(DispatcherTest, EqualArgumentsGiveEqualKeys) {
+  auto d = make_dispatcher(kMixed, "mixed");
+  at::Tensor a = at::zeros({4, 6}), b = at::ones({4, 6}), bias = at::zeros({6}),
+             table = at::zeros({2}), any = at::zeros({1});
+  std::vector<Arg> first = {tensor_arg(a), tensor_arg(b), tensor_arg(bias), tensor_arg(table),
+                            float_arg(1.0), int_arg(1), tensor_arg(any)};
+  at::Tensor a2 = at::rand({8, 3}), b2 = at::rand({5, 5}), bias2 = at::rand({9}),
+             table2 = at::rand({7}), any2 = at::rand({100});
+  std::vector<Arg> second = {tensor_arg(a2), tensor_arg(b2), tensor_arg(bias2), tensor_arg(table2),
+                             float_arg(-3.5), int_arg(99), tensor_arg(any2)};
+  SpecKey k1 = d->make_key(first.data(), first.size(), nullptr, kArch);
+  SpecKey k2 = d->make_key(second.data(), second.size(), nullptr, kArch);
+  EXPECT_TRUE(k1 == k2) << "shapes and values are not part of the key";
+  EXPECT_EQ(k1.hash(), k2.hash());
+  SpecKey k3 = d->make_key(first.data(), first.size(), nullptr, 80);
+  EXPECT_FALSE(k1 == k3);
+}
+
+TEST(DispatcherTest, MakeKeyErrors) {
+  auto d = make_dispatcher(R"(
+__global__ void k(cj::Array<float, 2> y, const float* p, int n, float s,
+                  cj::Array<float, 1, cj::Contiguous> c) {}
+)", "k");
+  struct Case {
+    const char* title;
+    std::vector<at::Tensor> keep;  // tensors the arguments point to
+    std::function<std::vector<Arg>(const std::vector<at::Tensor>&)> args;
+    std::vector<std::string> message;
+  };
+  auto good = [](const std::vector<at::Tensor>& t) {
+    return std::vector<Arg>{tensor_arg(t[0]), tensor_arg(t[1]), int_arg(3), float_arg(1.0),
+                            tensor_arg(t[2])};
+  };
+  const std::vector<at::Tensor> ok = {at::zeros({2, 3}), at::zeros({4}), at::zeros({5})};
+  const std::vector<Case> cases = {
+      {"too few arguments", ok,
+       [](const std::vector<at::Tensor>& t) { return std::vector<Arg>{tensor_arg(t[0])}; },
+       {"kernel 'k' takes 5 argument(s) (y, p, n, s, c), got 1."}},
+      {"too many arguments", ok,
+       [&](const std::vector<at::Tensor>& t) {
+         auto a = good(t);
+         a.push_back(int_arg(1));
+         return a;
+       },
+       {"takes 5 argument(s)", "got 6"}},
+      {"dtype mismatch on an Array", {at::zeros({2, 3}, at::kDouble), ok[1], ok[2]}, good,
+       {"parameter 'y'", "takes float32 elements, got a tensor of dtype float64"}},
+      {"dtype mismatch on a pointer", {ok[0], at::zeros({4}, at::kInt), ok[2]}, good,
+       {"parameter 'p'", "takes float32 elements, got a tensor of dtype int32"}},
+      {"rank mismatch", {at::zeros({6}), ok[1], ok[2]}, good,
+       {"parameter 'y'", "takes a tensor of rank 2, got rank 1", "shape [6]"}},
+      {"non-contiguous tensor to a pointer", {ok[0], at::zeros({8}).slice(0, 0, 8, 2), ok[2]}, good,
+       {"parameter 'p'", "is a raw pointer and needs a contiguous tensor", ".contiguous()"}},
+      {"non-contiguous tensor to cj::Contiguous", {ok[0], ok[1], at::zeros({10}).slice(0, 0, 10, 2)},
+       good, {"parameter 'c'", "declared cj::Contiguous", ".contiguous()"}},
+      {"number to an Array", ok,
+       [](const std::vector<at::Tensor>& t) {
+         return std::vector<Arg>{float_arg(1.0), tensor_arg(t[1]), int_arg(3), float_arg(1.0),
+                                 tensor_arg(t[2])};
+       },
+       {"parameter 'y'", "takes a tensor, got float"}},
+      {"number to a pointer", ok,
+       [](const std::vector<at::Tensor>& t) {
+         return std::vector<Arg>{tensor_arg(t[0]), int_arg(5), int_arg(3), float_arg(1.0),
+                                 tensor_arg(t[2])};
+       },
+       {"parameter 'p'", "takes a tensor, got int"}},
+      {"Python float to an int parameter", ok,
+       [](const std::vector<at::Tensor>& t) {
+         return std::vector<Arg>{tensor_arg(t[0]), tensor_arg(t[1]), float_arg(2.5),
+                                 float_arg(1.0), tensor_arg(t[2])};
+       },
+       {"parameter 'n'", "cannot take a Python float"}},
+      {"tensor with dims to a scalar", {ok[0], ok[1], ok[2], at::zeros({3})},
+       [](const std::vector<at::Tensor>& t) {
+         return std::vector<Arg>{tensor_arg(t[0]), tensor_arg(t[1]), int_arg(3), tensor_arg(t[3]),
+                                 tensor_arg(t[2])};
+       },
+       {"parameter 's'", "is a scalar and takes a number or a 0-d tensor"}},
+      {"missing value", ok,
+       [](const std::vector<at::Tensor>& t) {
+         return std::vector<Arg>{tensor_arg(t[0]), tensor_arg(t[1]), Arg{}, float_arg(1.0),
+                                 tensor_arg(t[2])};
+       },
+       {"parameter 'n'", "got no value"}},
+      {"undefined tensor", {at::Tensor(), ok[1], ok[2]}, good,
+       {"parameter 'y'", "got an undefined tensor"}},
+      {"unsupported dtype", {at::zeros({2, 3}, at::kFloat8_e4m3fn), ok[1], ok[2]}, good,
+       {"cannot be passed to kernels"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    std::vector<Arg> args = c.args(c.keep);
+    std::string msg =
+        expect_throws<c10::TypeError>([&] { d->make_key(args.data(), args.size(), nullptr, kArch); });
+    for (const auto& part : c.message) CJ_EXPECT_CONTAINS(msg, part);
+  }
+}
+
+// Without an architecture the key is for a device, and CPU tensors are refused.
+TEST(DispatcherTest, LaunchKeyRefusesCpuTensors) {
+  auto d = make_dispatcher("__global__ void k(float* x) {}", "k");
+  at::Tensor x = at::zeros({4});
+  Arg a = tensor_arg(x);
+  std::string msg = expect_throws<c10::TypeError>([&] { d->make_key(&a, 1, nullptr, 0); });
+  CJ_EXPECT_CONTAINS(msg, "got a tensor on cpu; kernels take CUDA tensors");
+}
+
+TEST(DispatcherTest, ConstructorErrors) {
+  std::string msg = expect_throws<c10::ValueError>(
+      [] { make_dispatcher("__global__ void k(float* x) {}", "other"); });
+  CJ_EXPECT_CONTAINS(msg, "no __global__ function named 'other'");
+
+  std::string params;
+  for (size_t i = 0; i <= kMaxParams; ++i) params += (i ? ", int p" : "int p") + std::to_string(i);
+  std::string many = expect_throws<c10::ValueError>(
+      [&] { make_dispatcher("__global__ void wide(" + params + ") {}", "wide"); });
+  CJ_EXPECT_CONTAINS(many, "has 65 parameters; at most 64 are supported");
+}
+
+const char* kSaxpy = R"(
+__global__ void saxpy(cj::Array<float, 1> y, cj::Array<const float, 1> x, float a) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < y.size(0)) y[i] = a * x[i] + y[i];
+}
+)";
+
+SpecKey saxpy_key(bool contiguous = true, int arch = kArch) {
+  return make_spec_key(arch, {tensor_sig(TypeCode::kFloat, 1, contiguous),
+                              tensor_sig(TypeCode::kFloat, 1, contiguous),
+                              number_sig(ArgKind::kFloat)});
+}
+
+TEST(DispatcherTest, GetCompilesOnce) {
+  auto d = make_dispatcher(kSaxpy, "saxpy");
+  SpecKey key = saxpy_key();
+  EXPECT_EQ(d->lookup(key), nullptr);
+  EXPECT_TRUE(d->specializations().empty());
+  std::shared_ptr<Specialization> first = d->get(key);
+  ASSERT_NE(first, nullptr);
+  std::shared_ptr<Specialization> second = d->get(key);
+  EXPECT_EQ(first.get(), second.get());
+  EXPECT_EQ(d->lookup(key).get(), first.get());
+  ASSERT_EQ(d->specializations().size(), 1u);
+  EXPECT_EQ(d->specializations()[0].get(), first.get());
+
+  // What the specialization knows.
+  EXPECT_TRUE(first->key == key);
+  EXPECT_EQ(first->signature, "(Array<float32, 1, contiguous>, Array<const float32, 1, contiguous>, float)");
+  EXPECT_EQ(first->compiled->target, "sm_90");
+  EXPECT_EQ(first->lowered_name, first->compiled->lowered_names[0]);
+  ASSERT_EQ(first->slots.size(), 3u);
+  struct SlotCase {
+    PackOp op;
+    TypeCode code;
+    uint32_t offset, size;
+  };
+  const std::vector<SlotCase> slots = {{PackOp::kArray, TypeCode::kArray, 0, 24},
+                                       {PackOp::kArray, TypeCode::kArray, 24, 24},
+                                       {PackOp::kFloat, TypeCode::kFloat, 48, 4}};
+  for (size_t i = 0; i < slots.size(); ++i) {
+    SCOPED_TRACE("slot " + std::to_string(i));
+    EXPECT_EQ(first->slots[i].op, slots[i].op);
+    EXPECT_EQ(static_cast<int>(first->slots[i].code), static_cast<int>(slots[i].code));
+    EXPECT_EQ(first->slots[i].offset, slots[i].offset);
+    EXPECT_EQ(first->slots[i].size, slots[i].size);
+  }
+  EXPECT_EQ(first->buffer_size, 52u);
+
+  // Another key is another specialization.
+  std::shared_ptr<Specialization> strided = d->get(saxpy_key(false));
+  EXPECT_NE(strided.get(), first.get());
+  EXPECT_EQ(d->specializations().size(), 2u);
+}
+
+TEST(DispatcherTest, SlotsFollowParameterAlignment) {
+  auto d = make_dispatcher(
+      "__global__ void k(bool f, double d, const int* p, char c, cj::Array<float, 2> a, float s) {}",
+      "k");
+  at::Tensor p = at::zeros({3}, at::kInt);
+  at::Tensor a = at::zeros({2, 2});
+  at::Tensor s = at::scalar_tensor(0.5, at::kFloat);
+  std::vector<Arg> args = {bool_arg(true), float_arg(1.0), tensor_arg(p), int_arg(7),
+                           tensor_arg(a), tensor_arg(s)};
+  auto spec = d->get(d->make_key(args.data(), args.size(), nullptr, kArch));
+  struct SlotCase {
+    const char* title;
+    PackOp op;
+    uint32_t offset, size;
+  };
+  const std::vector<SlotCase> want = {
+      {"bool", PackOp::kBool, 0, 1},          {"double", PackOp::kFloat, 8, 8},
+      {"const int*", PackOp::kPointer, 16, 8}, {"char", PackOp::kInt, 24, 1},
+      {"Array<float, 2>", PackOp::kArray, 32, 40}, {"0-d tensor to float", PackOp::kTensorScalar, 72, 4},
+  };
+  ASSERT_EQ(spec->slots.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(want[i].title);
+    EXPECT_EQ(spec->slots[i].op, want[i].op);
+    EXPECT_EQ(spec->slots[i].offset, want[i].offset);
+    EXPECT_EQ(spec->slots[i].size, want[i].size);
+  }
+  EXPECT_EQ(spec->buffer_size, 76u);
+}
+
+TEST(DispatcherTest, CompileManyUsesOneNvrtcCall) {
+  auto d = make_dispatcher(R"(
+template <class T>
+__global__ void scale(cj::Array<T, 1> y, T a) { y[0] = a * y[0]; }
+)", "scale");
+  std::vector<SpecKey> keys;
+  const std::vector<std::pair<TypeCode, ArgKind>> types = {{TypeCode::kFloat, ArgKind::kFloat},
+                                                           {TypeCode::kDouble, ArgKind::kFloat},
+                                                           {TypeCode::kInt32, ArgKind::kInt}};
+  for (const auto& t : types)
+    for (bool contiguous : {true, false})
+      keys.push_back(make_spec_key(kArch, {tensor_sig(t.first, 1, contiguous), number_sig(t.second)}));
+  // Pre-compile one key: compile_many reuses it.
+  std::shared_ptr<Specialization> early = d->get(keys[0]);
+  std::vector<std::shared_ptr<Specialization>> specs = d->compile_many(keys);
+  ASSERT_EQ(specs.size(), keys.size());
+  EXPECT_EQ(specs[0].get(), early.get());
+  for (size_t i = 1; i < specs.size(); ++i) {
+    SCOPED_TRACE("key " + std::to_string(i));
+    EXPECT_TRUE(specs[i]->key == keys[i]);
+    // All new keys came out of one CompiledProgram, each under its own name.
+    EXPECT_EQ(specs[i]->compiled.get(), specs[1]->compiled.get());
+    EXPECT_EQ(specs[i]->compiled->lowered_names.size(), keys.size() - 1);
+    for (size_t j = 1; j < i; ++j) EXPECT_NE(specs[i]->lowered_name, specs[j]->lowered_name);
+  }
+  EXPECT_NE(specs[0]->compiled.get(), specs[1]->compiled.get());
+  EXPECT_EQ(d->specializations().size(), keys.size());
+  // Asking again compiles nothing.
+  std::vector<std::shared_ptr<Specialization>> again = d->compile_many(keys);
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(again[i].get(), specs[i].get());
+  EXPECT_EQ(d->specializations().size(), keys.size());
+}
+
+TEST(DispatcherTest, CompileManyGroupsByArchitecture) {
+  auto d = make_dispatcher(kSaxpy, "saxpy");
+  std::vector<SpecKey> keys = {saxpy_key(true, 90), saxpy_key(true, 80), saxpy_key(false, 90),
+                               saxpy_key(true, 90)};
+  auto specs = d->compile_many(keys);
+  ASSERT_EQ(specs.size(), 4u);
+  EXPECT_EQ(specs[0]->compiled->target, "sm_90");
+  EXPECT_EQ(specs[1]->compiled->target, "sm_80");
+  EXPECT_EQ(specs[0]->compiled.get(), specs[2]->compiled.get());
+  EXPECT_NE(specs[0]->compiled.get(), specs[1]->compiled.get());
+  EXPECT_EQ(specs[3].get(), specs[0].get()) << "a key repeated in one batch compiles once";
+  EXPECT_EQ(d->specializations().size(), 3u);
+}
+
+TEST(DispatcherTest, ConcurrentGetCompilesOnce) {
+  auto d = make_dispatcher(kSaxpy, "saxpy");
+  const SpecKey key = saxpy_key();
+  constexpr int kThreads = 2;
+  std::atomic<int> ready{0};
+  std::vector<std::shared_ptr<Specialization>> got(kThreads);
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      try {
+        got[t] = d->get(key);
+      } catch (const std::exception& e) {
+        errors[t] = e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    SCOPED_TRACE("thread " + std::to_string(t));
+    EXPECT_EQ(errors[t], "");
+    ASSERT_NE(got[t], nullptr);
+    EXPECT_EQ(got[t].get(), got[0].get());
+  }
+  EXPECT_EQ(d->specializations().size(), 1u);
+}
+
+// A failed compile is not cached: the next get() compiles (and fails) again, and other keys
+// of the same dispatcher still work.
+TEST(DispatcherTest, FailedCompileIsNotCached) {
+  auto d = make_dispatcher(R"(
+template <class T>
+__global__ void k(cj::Array<T, 1> y) {
+  static_assert(sizeof(T) == 4, "k needs 4-byte elements");
+  y[0] = T(0);
+}
+)", "k");
+  SpecKey bad = make_spec_key(kArch, {tensor_sig(TypeCode::kDouble, 1)});
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    std::string msg = expect_throws<CompileError>([&] { d->get(bad); });
+    CJ_EXPECT_CONTAINS(msg, "k needs 4-byte elements");
+    EXPECT_EQ(d->lookup(bad), nullptr);
+  }
+  EXPECT_TRUE(d->specializations().empty());
+  SpecKey good = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)});
+  EXPECT_NE(d->get(good), nullptr);
+  EXPECT_EQ(d->specializations().size(), 1u);
+}
+
+// Errors found only once the compiler has resolved the parameter types.
+TEST(DispatcherTest, ResolvedTypeErrors) {
+  struct Case {
+    const char* title;
+    std::string source;
+    SpecKey key;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"Python float to a deduced integer",
+       "template <class T> __global__ void k(cj::Array<T, 1> y, T a) {}",
+       make_spec_key(kArch, {tensor_sig(TypeCode::kInt32, 1), number_sig(ArgKind::kFloat)}),
+       "is an integer (int32); got a Python float"},
+      {"Python int to a struct",
+       "struct Pair { int a, b; __device__ Pair(long long v) : a(v), b(v) {} };\n"
+       "__global__ void k(cj::Array<float, 1> y, Pair p) {}",
+       make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1), number_sig(ArgKind::kInt)}),
+       "which a Python int cannot be converted to"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    auto d = make_dispatcher(c.source, "k");
+    std::string msg = expect_throws<c10::TypeError>([&] { d->get(c.key); });
+    CJ_EXPECT_CONTAINS(msg, c.message);
+    EXPECT_TRUE(d->specializations().empty());
+  }
+}
+
+TEST(DispatcherTest, OptionsReachTheCompiler) {
+  KernelOptions options;
+  options.compile.extra = {"-DFACTOR=2"};
+  options.compile.arch = 50;  // ignored: the key's architecture decides
+  auto d = make_dispatcher("__global__ void k(float* y) { y[0] *= FACTOR; }", "k", options);
+  at::Tensor y = at::zeros({1});
+  Arg a = tensor_arg(y);
+  auto spec = d->get(d->make_key(&a, 1, nullptr, kArch));
+  EXPECT_EQ(spec->compiled->target, "sm_90");
+  const auto& opts = spec->compiled->options;
+  EXPECT_NE(std::find(opts.begin(), opts.end(), "-DFACTOR=2"), opts.end());
+}
+
+TEST(DispatcherTest, TypeCodeOfScalarTypes) {
+  const std::vector<std::pair<c10::ScalarType, TypeCode>> cases = {
+      {at::kBool, TypeCode::kBool},        {at::kChar, TypeCode::kInt8},
+      {at::kByte, TypeCode::kUInt8},       {at::kShort, TypeCode::kInt16},
+      {at::kInt, TypeCode::kInt32},        {at::kLong, TypeCode::kInt64},
+      {at::kHalf, TypeCode::kHalf},        {at::kBFloat16, TypeCode::kBFloat16},
+      {at::kFloat, TypeCode::kFloat},      {at::kDouble, TypeCode::kDouble},
+      {at::kComplexFloat, TypeCode::kComplexFloat},
+      {at::kComplexDouble, TypeCode::kComplexDouble},
+      {at::kUInt16, TypeCode::kUInt16},    {at::kUInt32, TypeCode::kUInt32},
+      {at::kUInt64, TypeCode::kUInt64},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c10::toString(c.first));
+    EXPECT_EQ(static_cast<int>(type_code_of(c.first)), static_cast<int>(c.second));
+  }
+  for (c10::ScalarType bad : {at::kComplexHalf, at::kQInt8, at::kFloat8_e4m3fn}) {
+    SCOPED_TRACE(c10::toString(bad));
+    expect_throws<c10::TypeError>([&] { type_code_of(bad); });
+  }
+}
+
+}  // namespace
+}  // namespace torch_cudajit

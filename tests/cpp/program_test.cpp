@@ -1,0 +1,558 @@
+// torch_cudajit C++ tests: the NVRTC stage (csrc/program.h). Compiles to CUBIN and PTX for
+// sm_90 on a machine without a GPU (only NVRTC is needed): targets, lowered names, parameter
+// probes, template deduction, the PTX fallback for unknown architectures, CompileError and
+// the rejection of writes through const parameters.
+#include "program.h"
+
+#include "cuda_api.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+namespace {
+
+using cjtest::expect_throws;
+using cjtest::make_spec_key;
+using cjtest::number_sig;
+using cjtest::tensor_sig;
+
+constexpr int kArch = 90;
+
+CompileOptions options_for(int arch) {
+  CompileOptions o;
+  o.arch = arch;
+  return o;
+}
+
+const char* kSaxpy = R"(
+__global__ void saxpy(cj::Array<float, 1> y, cj::Array<const float, 1> x, float a) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < y.size(0)) y[i] = a * x[i] + y[i];
+}
+)";
+
+SpecKey saxpy_key(bool contiguous = true) {
+  return make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1, contiguous),
+                               tensor_sig(TypeCode::kFloat, 1, contiguous),
+                               number_sig(ArgKind::kFloat)});
+}
+
+TEST(ProgramTest, NvrtcSupportsSm90) {
+  std::vector<int> archs = detail::nvrtc_supported_archs();
+  ASSERT_FALSE(archs.empty());
+  EXPECT_TRUE(std::is_sorted(archs.begin(), archs.end()));
+  EXPECT_NE(std::find(archs.begin(), archs.end(), kArch), archs.end());
+}
+
+TEST(ProgramTest, DefaultIncludeDirsHoldTheDeviceHeader) {
+  std::vector<std::string> dirs = default_include_dirs();
+  ASSERT_FALSE(dirs.empty());
+  // The package's own headers come first, then CUDA's (cuda_fp16.h).
+  EXPECT_TRUE(std::ifstream(dirs[0] + "/cj/cj.cuh").good()) << dirs[0];
+  ASSERT_GE(dirs.size(), 2u);
+  EXPECT_TRUE(std::ifstream(dirs[1] + "/cuda_fp16.h").good()) << dirs[1];
+}
+
+TEST(ProgramTest, CompilesToCubinAndPtx) {
+  Program program(kSaxpy);
+  CompiledProgram out = program.compile({{"saxpy", saxpy_key(), ""}}, options_for(kArch));
+  EXPECT_EQ(out.target, "sm_90");
+  EXPECT_TRUE(out.has_cubin);
+  ASSERT_GE(out.cubin.size(), 4u);
+  EXPECT_EQ(out.cubin.substr(0, 4), std::string("\x7f" "ELF"));
+  CJ_EXPECT_CONTAINS(out.ptx, ".entry");
+  CJ_EXPECT_CONTAINS(out.ptx, ".target sm_90");
+  EXPECT_NE(out.ptx.back(), '\0');
+  ASSERT_EQ(out.lowered_names.size(), 1u);
+  EXPECT_EQ(out.lowered_names[0].rfind("_Z", 0), 0u) << out.lowered_names[0];
+  CJ_EXPECT_CONTAINS(out.lowered_names[0], "saxpy");
+  CJ_EXPECT_CONTAINS(out.ptx, out.lowered_names[0]);
+  ASSERT_EQ(out.name_expressions.size(), 1u);
+  EXPECT_EQ(out.name_expressions[0], "static_cast<cj_detail_spec_0::fn>(saxpy)");
+  EXPECT_EQ(out.options, program.nvrtc_options(options_for(kArch)));
+}
+
+TEST(ProgramTest, ProbesReportParameterTypes) {
+  Program program(R"(
+__global__ void k(cj::Array<float, 2> a, cj::Array<const double, 3> b, float* p, float s,
+                  int n, double d, bool f, unsigned char u, cj::Array<int, 0> z, long long q) {}
+)");
+  SpecKey key = make_spec_key(
+      kArch, {tensor_sig(TypeCode::kFloat, 2), tensor_sig(TypeCode::kDouble, 3, false),
+              tensor_sig(TypeCode::kFloat, 1), number_sig(ArgKind::kFloat),
+              number_sig(ArgKind::kInt), number_sig(ArgKind::kFloat), number_sig(ArgKind::kBool),
+              number_sig(ArgKind::kInt), tensor_sig(TypeCode::kInt32, 0),
+              number_sig(ArgKind::kInt)});
+  CompiledProgram out = program.compile({{"k", key, ""}}, options_for(kArch));
+  ASSERT_EQ(out.probes.size(), 1u);
+  struct Case {
+    const char* title;
+    TypeCode code;
+    uint32_t size, align;
+  };
+  const std::vector<Case> want = {
+      {"Array<float, 2>", TypeCode::kArray, 8 + 16 * 2, 8},
+      {"Array<const double, 3>", TypeCode::kArray, 8 + 16 * 3, 8},
+      {"float*", TypeCode::kPointer, 8, 8},
+      {"float", TypeCode::kFloat, 4, 4},
+      {"int", TypeCode::kInt32, 4, 4},
+      {"double", TypeCode::kDouble, 8, 8},
+      {"bool", TypeCode::kBool, 1, 1},
+      {"unsigned char", TypeCode::kUInt8, 1, 1},
+      {"Array<int, 0>", TypeCode::kArray, 8, 8},
+      {"long long", TypeCode::kInt64, 8, 8},
+  };
+  ASSERT_EQ(out.probes[0].size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(want[i].title);
+    const ParamProbe& p = out.probes[0][i];
+    EXPECT_EQ(static_cast<int>(p.code), static_cast<int>(want[i].code));
+    EXPECT_EQ(p.size, want[i].size);
+    EXPECT_EQ(p.align, want[i].align);
+  }
+}
+
+// T comes from the arrays; the scalar `T a` is non-deduced, so a Python float does not force
+// T = double. One NVRTC call compiles all instantiations.
+TEST(ProgramTest, DeducesTemplateTypeFromArrays) {
+  Program program(R"(
+template <class T>
+__global__ void axpy(cj::Array<T, 2> y, cj::Array<const T, 2> x, T a) {
+  long long i = blockIdx.x, j = threadIdx.x;
+  if (i < y.size(0) && j < y.size(1)) y(i, j) = a * x(i, j) + y(i, j);
+}
+)");
+  struct Case {
+    const char* title;
+    TypeCode dtype;
+    ArgKind scalar;
+    uint32_t scalar_size;
+  };
+  const std::vector<Case> cases = {
+      {"float32 tensors, Python float", TypeCode::kFloat, ArgKind::kFloat, 4},
+      {"float64 tensors, Python float", TypeCode::kDouble, ArgKind::kFloat, 8},
+      {"int32 tensors, Python int", TypeCode::kInt32, ArgKind::kInt, 4},
+      {"float16 tensors, Python float", TypeCode::kHalf, ArgKind::kFloat, 2},
+  };
+  std::vector<InstantiationRequest> requests;
+  for (const auto& c : cases)
+    requests.push_back({"axpy",
+                        make_spec_key(kArch, {tensor_sig(c.dtype, 2), tensor_sig(c.dtype, 2, false),
+                                              number_sig(c.scalar)}),
+                        ""});
+  CompiledProgram out = program.compile(requests, options_for(kArch));
+  ASSERT_EQ(out.lowered_names.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].title);
+    const ParamProbe& scalar = out.probes[i][2];
+    EXPECT_EQ(static_cast<int>(scalar.code), static_cast<int>(cases[i].dtype));
+    EXPECT_EQ(scalar.size, cases[i].scalar_size);
+    EXPECT_EQ(static_cast<int>(out.probes[i][0].code), static_cast<int>(TypeCode::kArray));
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(out.lowered_names[i], out.lowered_names[j]);
+  }
+}
+
+// Without a tensor to fix T, the scalar's own (Python) type deduces it.
+TEST(ProgramTest, ScalarDeducesWhenNoArrayDoes) {
+  Program program("template <class T> __global__ void fill(float* out, T v) { out[0] = v; }");
+  struct Case {
+    const char* title;
+    ArgKind kind;
+    TypeCode code;
+    uint32_t size;
+  };
+  const std::vector<Case> cases = {
+      {"Python int", ArgKind::kInt, TypeCode::kInt64, 8},
+      {"Python float", ArgKind::kFloat, TypeCode::kDouble, 8},
+      {"Python bool", ArgKind::kBool, TypeCode::kBool, 1},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    SpecKey key = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1), number_sig(c.kind)});
+    CompiledProgram out = program.compile({{"fill", key, ""}}, options_for(kArch));
+    EXPECT_EQ(static_cast<int>(out.probes[0][1].code), static_cast<int>(c.code));
+    EXPECT_EQ(out.probes[0][1].size, c.size);
+  }
+}
+
+// Explicit template arguments for parameters that the arguments also determine.
+TEST(ProgramTest, ExplicitTemplateArguments) {
+  struct Case {
+    const char* title;
+    std::string source, template_args, lowered;
+  };
+  const std::vector<Case> cases = {
+      {"pointer", "template <class T> __global__ void k(T* a) {}", "float", "_Z1kIfEvPT_"},
+      {"array, layout still deduced", "template <class T> __global__ void k(cj::Array<T, 1> a) {}",
+       "float", "_Z1kIfN2cj6LayoutILi1EEEEvNS0_5ArrayIT_Li1ET0_EE"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    Program program(c.source);
+    CompiledProgram out = program.compile(
+        {{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), c.template_args}},
+        options_for(kArch));
+    EXPECT_EQ(out.lowered_names[0], c.lowered);
+  }
+}
+
+// The outcome of compiling one request: the program, or the CompileError's message.
+struct Attempt {
+  std::optional<CompiledProgram> out;
+  std::string error;  // first error line of the NVRTC log
+  std::string message;
+};
+
+Attempt try_compile(const std::string& source, const SpecKey& key,
+                    const std::string& template_args = "", CompileOptions o = options_for(kArch)) {
+  Attempt a;
+  try {
+    Program program(source);
+    a.out = program.compile({{"k", key, template_args}}, o);
+  } catch (const CompileError& e) {
+    a.error = cjtest::first_error_line(e.log());
+    a.message = e.what_without_backtrace();
+  }
+  return a;
+}
+
+// Explicit template arguments name the kernel itself (`static_cast<Alias::fn>(k<args>)`), so
+// template parameters that no parameter type determines take the requested values. (Before
+// 2d79ac6 the name expression ignored them: ambiguous without a default, silently the default
+// with one.)
+TEST(ProgramTest, ExplicitNonDeducedTemplateArguments) {
+  const SpecKey key = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)});
+  struct Case {
+    const char* title;
+    std::string source, template_args, lowered_part;
+  };
+  const std::vector<Case> cases = {
+      {"no default", "template <int N> __global__ void k(float* out) { out[0] = N; }", "4", "ILi4E"},
+      {"overriding a default",
+       "template <class T, int BLOCK = 128> __global__ void k(cj::Array<T, 1> a) { a[0] = BLOCK; }",
+       "float, 64", "IfLi64E"},
+      {"default kept", "template <class T, int BLOCK = 128> __global__ void k(cj::Array<T, 1> a) {}",
+       "float", "IfLi128E"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    Attempt a = try_compile(c.source, key, c.template_args);
+    ASSERT_TRUE(a.out.has_value()) << a.message;
+    CJ_EXPECT_CONTAINS(a.out->lowered_names[0], c.lowered_part);
+  }
+}
+
+// BUG (csrc/reflection.cpp, rewrite_layouts): see ReflectionTest.RewriteLayoutsOfStaticKernel.
+TEST(ProgramTest, StaticKernelWithArrayCompiles) {
+  Attempt a = try_compile("static __global__ void k(cj::Array<float, 1> a) { a[0] = 1.0f; }",
+                          make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}));
+  CJ_KNOWN_BUG(!a.out, "static __global__ kernel with a cj::Array parameter: " << a.error);
+  EXPECT_EQ(a.message, "");
+}
+
+// BUG (csrc/reflection.cpp, reflect_kernels): see ReflectionTest.ExternCBlock.
+TEST(ProgramTest, ExternCBlockKernelCompiles) {
+  Attempt a = try_compile("extern \"C\" {\n__global__ void k(cj::Array<float, 1> a) { a[0] = 1.0f; }\n}\n",
+                          make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}));
+  CJ_KNOWN_BUG(!a.out, "kernel with a cj::Array parameter inside extern \"C\" { }: " << a.error);
+  ASSERT_TRUE(a.out.has_value());
+  EXPECT_EQ(a.out->lowered_names[0], "k");
+}
+
+// BUG (csrc/specialization.cpp, deduction_helper): reflection accepts `__grid_constant__`
+// parameters (is_cv), but the deduction helper copies the declared type, qualifier included,
+// into a __device__ function, where NVRTC rejects it ("__grid_constant__ annotation is only
+// allowed on a parameter of a __global__ function"). The helper should drop the qualifier.
+TEST(ProgramTest, GridConstantParameterCompiles) {
+  Attempt a = try_compile(
+      "struct Params { float scale[4]; };\n"
+      "__global__ void k(float* y, const __grid_constant__ Params p) { y[0] = p.scale[0]; }\n",
+      make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1), number_sig(ArgKind::kBytes)}));
+  CJ_KNOWN_BUG(!a.out, "const __grid_constant__ parameter: " << a.error);
+  ASSERT_TRUE(a.out.has_value());
+  EXPECT_EQ(static_cast<int>(a.out->probes[0][1].code), static_cast<int>(TypeCode::kUnknown));
+  EXPECT_EQ(a.out->probes[0][1].size, 16u);
+}
+
+// A Python complex arrives as ::cj::complex<double> and converts to either precision.
+TEST(ProgramTest, PythonComplexToComplexParameters) {
+  const std::string source =
+      "template <class C> __global__ void k(cj::Array<C, 1> a, C s) { a[0] = s; }\n";
+  Attempt c128 = try_compile(source, make_spec_key(kArch, {tensor_sig(TypeCode::kComplexDouble, 1),
+                                                           number_sig(ArgKind::kComplex)}));
+  ASSERT_TRUE(c128.out.has_value()) << c128.message;
+  EXPECT_EQ(static_cast<int>(c128.out->probes[0][1].code), static_cast<int>(TypeCode::kComplexDouble));
+  Attempt c64 = try_compile(source, make_spec_key(kArch, {tensor_sig(TypeCode::kComplexFloat, 1),
+                                                          number_sig(ArgKind::kComplex)}));
+  ASSERT_TRUE(c64.out.has_value()) << c64.message;
+  EXPECT_EQ(static_cast<int>(c64.out->probes[0][1].code), static_cast<int>(TypeCode::kComplexFloat));
+  EXPECT_EQ(c64.out->probes[0][1].size, 8u);
+}
+
+// BUG (csrc/specialization.cpp / program.cpp): kernels declared inside a namespace are
+// reflected (by their unqualified name) but the generated deduction helper and name
+// expression live at global scope and name the kernel unqualified: NVRTC reports
+// "identifier "k" is undefined". Program::kernel("ns::k") is not accepted either.
+TEST(ProgramTest, KernelInNamespaceCompiles) {
+  Attempt a = try_compile("namespace ns {\n__global__ void k(float* a) { a[0] = 1.0f; }\n}\n",
+                          make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}));
+  CJ_KNOWN_BUG(!a.out, "kernel inside namespace ns: " << a.error);
+  ASSERT_TRUE(a.out.has_value());
+  CJ_EXPECT_CONTAINS(a.out->lowered_names[0], "2ns1k");
+}
+
+TEST(ProgramTest, ExternCKernelKeepsItsName) {
+  Program program("extern \"C\" __global__ void plain(float* x, cj::Array<float, 1> a) { x[0] = a[0]; }");
+  CompiledProgram out = program.compile(
+      {{"plain",
+        make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1), tensor_sig(TypeCode::kFloat, 1, false)}),
+        ""}},
+      options_for(kArch));
+  ASSERT_EQ(out.lowered_names.size(), 1u);
+  EXPECT_EQ(out.lowered_names[0], "plain");
+}
+
+// Layout-rewritten sources that must still compile.
+TEST(ProgramTest, RewrittenDeclarationsCompile) {
+  struct Case {
+    const char* title;
+    std::string source;
+    int args = 1;  // float tensors
+    std::string std = "c++17";
+  };
+  const std::vector<Case> cases = {
+      {"forward declaration then definition",
+       "__global__ void k(cj::Array<float, 1> a);\n"
+       "__global__ void k(cj::Array<float, 1> a) { a[0] = 1.0f; }\n"},
+      {"__launch_bounds__ and restrict",
+       "__global__ void __launch_bounds__(128) k(cj::Array<float, 1> a, const float* __restrict__ b) "
+       "{ a[0] = b[0]; }\n", 2},
+      {"rank from a template parameter",
+       "template <int N> __global__ void k(cj::Array<float, N> a) { a[0] = N; }\n"},
+      {"template declared static",
+       "template <class T> static __global__ void k(cj::Array<T, 1> a) { a[0] = T(1); }\n"},
+      {"const Array object", "__global__ void k(const cj::Array<float, 1> a) { a[0] = 1.0f; }\n"},
+      {"auto parameter with C++20", "__global__ void k(auto a) { a[0] = 1.0f; }\n", 1, "c++20"},
+      {"template with defaults",
+       "template <class T, int UNROLL = 2>\n"
+       "__global__ void k(cj::Array<T, 1> a) { for (int u = 0; u < UNROLL; ++u) a[u] = T(0); }\n"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    try {
+      Program program(c.source);
+      SpecKey key = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)});
+      if (c.args == 2) key.args[key.size++] = tensor_sig(TypeCode::kFloat, 1);
+      CompileOptions o = options_for(kArch);
+      o.std = c.std;
+      CompiledProgram out = program.compile({{"k", key, ""}}, o);
+      EXPECT_EQ(out.lowered_names.size(), 1u);
+    } catch (const c10::Error& e) {
+      ADD_FAILURE() << e.what_without_backtrace();
+    }
+  }
+}
+
+// An architecture this NVRTC cannot emit machine code for gets the newest older PTX target.
+TEST(ProgramTest, UnknownArchFallsBackToPtx) {
+  std::vector<int> archs = detail::nvrtc_supported_archs();
+  ASSERT_FALSE(archs.empty());
+  std::vector<int> unknown;
+  for (int a = archs.front() + 1; a <= archs.back() && unknown.size() < 2; ++a)
+    if (std::find(archs.begin(), archs.end(), a) == archs.end()) unknown.push_back(a);
+  unknown.push_back(archs.back() + 10);  // a future architecture
+  Program program(kSaxpy);
+  for (int arch : unknown) {
+    SCOPED_TRACE("arch " + std::to_string(arch));
+    int best = 0;
+    for (int a : archs)
+      if (a <= arch) best = std::max(best, a);
+    SpecKey key = saxpy_key();
+    key.arch = arch;
+    CompiledProgram out = program.compile({{"saxpy", key, ""}}, options_for(arch));
+    EXPECT_EQ(out.target, "compute_" + std::to_string(best));
+    EXPECT_EQ(out.options[0], "-arch=compute_" + std::to_string(best));
+    EXPECT_FALSE(out.has_cubin);
+    EXPECT_TRUE(out.cubin.empty());
+    CJ_EXPECT_CONTAINS(out.ptx, ".entry");
+    CJ_EXPECT_CONTAINS(out.ptx, ".target sm_" + std::to_string(best));
+    ASSERT_EQ(out.lowered_names.size(), 1u);
+  }
+}
+
+TEST(ProgramTest, ArchOlderThanNvrtcSupportsIsRejected) {
+  std::vector<int> archs = detail::nvrtc_supported_archs();
+  ASSERT_FALSE(archs.empty());
+  ASSERT_GT(archs.front(), 30);
+  Program program(kSaxpy);
+  std::string msg = expect_throws<c10::ValueError>([&] { program.nvrtc_options(options_for(30)); });
+  CJ_EXPECT_CONTAINS(msg, "cannot target sm_30");
+  CJ_EXPECT_CONTAINS(msg, "sm_" + std::to_string(archs.front()));
+}
+
+TEST(ProgramTest, NvrtcOptions) {
+  Program program(kSaxpy);
+  CompileOptions o = options_for(kArch);
+  std::vector<std::string> base = program.nvrtc_options(o);
+  ASSERT_GE(base.size(), 4u);
+  EXPECT_EQ(base[0], "-arch=sm_90");
+  EXPECT_EQ(base[1], "-std=c++17");
+  EXPECT_EQ(base[2], "-default-device");
+  EXPECT_EQ(base[3], "-I" + default_include_dirs()[0]);
+  auto has = [](const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  EXPECT_FALSE(has(base, "-G"));
+  EXPECT_FALSE(has(base, "-lineinfo"));
+
+  o.debug = true;
+  o.lineinfo = true;
+  o.std = "c++20";
+  o.extra = {"-DSCALE=3", "--use_fast_math"};
+  std::vector<std::string> full = program.nvrtc_options(o);
+  EXPECT_EQ(full[1], "-std=c++20");
+  EXPECT_TRUE(has(full, "-G"));
+  EXPECT_TRUE(has(full, "-DCJ_DEBUG"));
+  EXPECT_TRUE(has(full, "-lineinfo"));
+  // User options come last, in order.
+  ASSERT_GE(full.size(), 2u);
+  EXPECT_EQ(full[full.size() - 2], "-DSCALE=3");
+  EXPECT_EQ(full.back(), "--use_fast_math");
+}
+
+TEST(ProgramTest, UserDefinesReachTheSource) {
+  Program program(R"(
+__global__ void k(float* out) {
+#if SCALE != 3
+#error SCALE must be 3
+#endif
+  out[0] = SCALE;
+}
+)");
+  CompileOptions o = options_for(kArch);
+  SpecKey key = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)});
+  EXPECT_THROW(program.compile({{"k", key, ""}}, o), CompileError);
+  o.extra = {"-DSCALE=3"};
+  EXPECT_NO_THROW(program.compile({{"k", key, ""}}, o));
+}
+
+TEST(ProgramTest, GeneratedSource) {
+  Program program(kSaxpy, "saxpy.cu");
+  std::string text = program.generated_source({{"saxpy", saxpy_key(), ""}, {"saxpy", saxpy_key(false), ""}});
+  EXPECT_EQ(text.rfind("#include <cj/cj.cuh>\n#line 1 \"saxpy.cu\"\n", 0), 0u) << text;
+  CJ_EXPECT_CONTAINS(text, "#line 1 \"torch_cudajit_generated\"");
+  CJ_EXPECT_CONTAINS(text, "cj::Array<float, 1, CjL0> y");
+  CJ_EXPECT_CONTAINS(text, "using cj_detail_spec_0 = ");
+  CJ_EXPECT_CONTAINS(text, "using cj_detail_spec_1 = ");
+  // One deduction helper (two overloads) for the kernel, however many requests.
+  size_t helpers = 0;
+  for (size_t p = text.find("__device__ auto cj_detail_sig_saxpy("); p != std::string::npos;
+       p = text.find("__device__ auto cj_detail_sig_saxpy(", p + 1))
+    ++helpers;
+  EXPECT_EQ(helpers, 2u);
+}
+
+TEST(ProgramTest, CompileErrorCarriesEverything) {
+  const std::string source =
+      "__global__ void bad(float* x) {\n"
+      "  x[0] = undefined_name;\n"
+      "}\n";
+  Program program(source, "bad_kernel.cu");
+  CompileOptions o = options_for(kArch);
+  o.extra = {"-DMARKER=1"};
+  try {
+    program.compile({{"bad", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o);
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.kernel_name(), "bad");
+    EXPECT_EQ(e.arch(), "sm_90");
+    EXPECT_EQ(e.options(), program.nvrtc_options(o));
+    EXPECT_NE(std::find(e.options().begin(), e.options().end(), "-DMARKER=1"), e.options().end());
+    // Line numbers are those of the user's source, thanks to #line.
+    CJ_EXPECT_CONTAINS(e.log(), "bad_kernel.cu(2)");
+    CJ_EXPECT_CONTAINS(e.log(), "undefined_name");
+    EXPECT_EQ(e.numbered_source(), number_lines(source));
+    CJ_EXPECT_CONTAINS(e.numbered_source(), "2 |   x[0] = undefined_name;");
+    const std::string msg = e.what_without_backtrace();
+    CJ_EXPECT_CONTAINS(msg, "kernel 'bad' failed to compile for sm_90");
+    CJ_EXPECT_CONTAINS(msg, "-DMARKER=1");
+    CJ_EXPECT_CONTAINS(msg, "NVRTC log:");
+  }
+}
+
+// A key the kernel cannot be instantiated for fails in the generated code, and says so.
+TEST(ProgramTest, InstantiationFailureNamesTheArgumentTypes) {
+  Program program("__global__ void k(cj::Array<float, 1> a) { a[0] = 0.f; }");
+  SpecKey key = make_spec_key(kArch, {tensor_sig(TypeCode::kInt32, 1)});
+  std::string msg = expect_throws<CompileError>([&] { program.compile({{"k", key, ""}}, options_for(kArch)); });
+  CJ_EXPECT_CONTAINS(msg, "could not be instantiated for the argument types");
+  CJ_EXPECT_CONTAINS(msg, "k(Array<int32, 1, contiguous>)");
+}
+
+TEST(ProgramTest, WritesThroughConstParametersAreRejected) {
+  struct Case {
+    const char* title;
+    std::string source;
+  };
+  const std::vector<Case> cases = {
+      {"const Array element", "__global__ void k(cj::Array<const float, 1> x) { x[0] = 1.0f; }"},
+      {"const Array, compound assignment", "__global__ void k(cj::Array<const float, 1> x) { x(0) += 1.0f; }"},
+      {"const pointer", "__global__ void k(const float* x) { x[0] = 1.0f; }"},
+      {"const template Array",
+       "template <class T> __global__ void k(cj::Array<const T, 1> x) { x[0] = T(1); }"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    Program program(c.source);
+    SpecKey key = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)});
+    try {
+      program.compile({{"k", key, ""}}, options_for(kArch));
+      ADD_FAILURE() << "writing through a const parameter compiled";
+    } catch (const CompileError& e) {
+      EXPECT_EQ(e.kernel_name(), "k");
+      CJ_EXPECT_CONTAINS(e.log(), "kernel.cu(1)");
+    }
+  }
+}
+
+TEST(ProgramTest, MissingKernelNameListsTheKernels) {
+  Program program("__global__ void alpha(float* x) {}\n__global__ void beta(int n) {}\n");
+  std::string msg = expect_throws<c10::ValueError>([&] { program.kernel("gamma"); });
+  CJ_EXPECT_CONTAINS(msg, "no __global__ function named 'gamma'");
+  CJ_EXPECT_CONTAINS(msg, "'alpha', 'beta'");
+  EXPECT_EQ(program.kernel("beta").name, "beta");
+
+  Program empty("__device__ float f(float x) { return x; }");
+  std::string none = expect_throws<c10::ValueError>([&] { empty.kernel("f"); });
+  CJ_EXPECT_CONTAINS(none, "defines none");
+}
+
+TEST(ProgramTest, NumberLines) {
+  struct Case {
+    const char* title;
+    std::string in, out;
+  };
+  std::string ten;
+  for (int i = 1; i <= 10; ++i) ten += "l" + std::to_string(i) + (i < 10 ? "\n" : "");
+  std::string ten_out;
+  for (int i = 1; i <= 10; ++i) ten_out += (i < 10 ? " " : "") + std::to_string(i) + " | l" + std::to_string(i) + "\n";
+  const std::vector<Case> cases = {
+      {"one line", "a", "1 | a\n"},
+      {"two lines", "a\nb", "1 | a\n2 | b\n"},
+      {"ten lines align", ten, ten_out},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    EXPECT_EQ(number_lines(c.in), c.out);
+  }
+}
+
+}  // namespace
+}  // namespace torch_cudajit

@@ -1,0 +1,427 @@
+// torch_cudajit C++ tests: reflection of __global__ declarations (csrc/reflection.h): parameter
+// kinds, names, constness, cj::Array element/rank/layout, templates, extern "C", attributes,
+// masking of comments and strings, redeclarations, overloads and the layout rewrite.
+#include "reflection.h"
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+namespace {
+
+using cjtest::expect_throws;
+
+// What one reflected parameter should look like.
+struct ParamExpect {
+  std::string name;
+  std::string type;
+  ParamKind kind;
+  bool is_const;
+  std::string element;
+  std::string rank;
+  LayoutMode layout;
+  bool named;
+};
+
+struct ParamCase {
+  const char* title;
+  std::string source;  // declares one kernel
+  std::vector<ParamExpect> params;
+};
+
+void check_params(const KernelDecl& k, const std::vector<ParamExpect>& want) {
+  ASSERT_EQ(k.params.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE("parameter " + std::to_string(i));
+    const Param& p = k.params[i];
+    const ParamExpect& w = want[i];
+    EXPECT_EQ(p.name, w.name);
+    EXPECT_EQ(p.type, w.type);
+    EXPECT_EQ(p.kind, w.kind) << "got " << to_string(p.kind) << ", want " << to_string(w.kind);
+    EXPECT_EQ(p.is_const, w.is_const);
+    EXPECT_EQ(p.element, w.element);
+    EXPECT_EQ(p.named, w.named);
+    if (w.kind == ParamKind::kArray) {
+      EXPECT_EQ(p.rank, w.rank);
+      EXPECT_EQ(static_cast<int>(p.layout), static_cast<int>(w.layout));
+    }
+  }
+}
+
+constexpr LayoutMode kDed = LayoutMode::kDeduced;
+
+TEST(ReflectionTest, ParameterKinds) {
+  const std::vector<ParamCase> cases = {
+      {"plain pointers",
+       "__global__ void k(float* x, int *idx, double * out) {}",
+       {{"x", "float*", ParamKind::kPointer, false, "float", "", kDed, true},
+        {"idx", "int*", ParamKind::kPointer, false, "int", "", kDed, true},
+        {"out", "double*", ParamKind::kPointer, false, "double", "", kDed, true}}},
+      {"const and restrict pointers",
+       "__global__ void k(const float* __restrict__ a, float* __restrict__ b, float const* c,\n"
+       "                  const int* const d, int64_t* e) {}",
+       {{"a", "const float* __restrict__", ParamKind::kPointer, true, "float", "", kDed, true},
+        {"b", "float* __restrict__", ParamKind::kPointer, false, "float", "", kDed, true},
+        {"c", "float const*", ParamKind::kPointer, true, "float", "", kDed, true},
+        {"d", "const int* const", ParamKind::kPointer, true, "int", "", kDed, true},
+        {"e", "int64_t*", ParamKind::kPointer, false, "int64_t", "", kDed, true}}},
+      {"unnamed parameters",
+       "__global__ void k(float*, const int, cj::Array<float, 2>, unsigned long long);",
+       {{"arg0", "float*", ParamKind::kPointer, false, "float", "", kDed, false},
+        {"arg1", "const int", ParamKind::kScalar, false, "", "", kDed, false},
+        {"arg2", "cj::Array<float, 2>", ParamKind::kArray, false, "float", "2", kDed, false},
+        {"arg3", "unsigned long long", ParamKind::kScalar, false, "", "", kDed, false}}},
+      {"scalars",
+       "__global__ void k(int n, float alpha, unsigned int m, long long big, bool flag,\n"
+       "                  MyStruct s, const double c) {}",
+       {{"n", "int", ParamKind::kScalar, false, "", "", kDed, true},
+        {"alpha", "float", ParamKind::kScalar, false, "", "", kDed, true},
+        {"m", "unsigned int", ParamKind::kScalar, false, "", "", kDed, true},
+        {"big", "long long", ParamKind::kScalar, false, "", "", kDed, true},
+        {"flag", "bool", ParamKind::kScalar, false, "", "", kDed, true},
+        {"s", "MyStruct", ParamKind::kScalar, false, "", "", kDed, true},
+        {"c", "const double", ParamKind::kScalar, false, "", "", kDed, true}}},
+      {"cj::Array with and without a layout",
+       "__global__ void k(cj::Array<const float, 2> x, cj::Array<float, 2, cj::Contiguous> y,\n"
+       "                  cj::Array<double, 3, cj::Strided> z, cj::Array<int, 1, MyLayout> w,\n"
+       "                  Array<half, 1> v, ::cj::Array<const int64_t, 4, ::cj::Contiguous> u) {}",
+       {{"x", "cj::Array<const float, 2>", ParamKind::kArray, true, "float", "2", kDed, true},
+        {"y", "cj::Array<float, 2, cj::Contiguous>", ParamKind::kArray, false, "float", "2",
+         LayoutMode::kContiguous, true},
+        {"z", "cj::Array<double, 3, cj::Strided>", ParamKind::kArray, false, "double", "3",
+         LayoutMode::kStrided, true},
+        {"w", "cj::Array<int, 1, MyLayout>", ParamKind::kArray, false, "int", "1",
+         LayoutMode::kOpaque, true},
+        {"v", "Array<half, 1>", ParamKind::kArray, false, "half", "1", kDed, true},
+        {"u", "::cj::Array<const int64_t, 4, ::cj::Contiguous>", ParamKind::kArray, true,
+         "int64_t", "4", LayoutMode::kContiguous, true}}},
+      {"template with several parameters and defaults",
+       "template <typename T, int N = 2, class Acc = float>\n"
+       "__global__ void k(cj::Array<const T, N> in, cj::Array<Acc, N> out, T scale) {}",
+       {{"in", "cj::Array<const T, N>", ParamKind::kArray, true, "T", "N", kDed, true},
+        {"out", "cj::Array<Acc, N>", ParamKind::kArray, false, "Acc", "N", kDed, true},
+        {"scale", "T", ParamKind::kScalar, false, "", "", kDed, true}}},
+      {"auto parameters",
+       "__global__ void k(auto x, const auto y, float s) {}",
+       {{"x", "auto", ParamKind::kAuto, false, "", "", kDed, true},
+        {"y", "const auto", ParamKind::kAuto, false, "", "", kDed, true},
+        {"s", "float", ParamKind::kScalar, false, "", "", kDed, true}}},
+      {"void parameter list",
+       "__global__ void k(void) {}",
+       {}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    auto kernels = reflect_kernels(c.source);
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_EQ(kernels[0].name, "k");
+    check_params(kernels[0], c.params);
+  }
+}
+
+// Declaration-level facts: name, template header, linkage, definition, line.
+struct DeclCase {
+  const char* title;
+  std::string source;
+  std::string name;
+  bool is_template;
+  std::string template_params;
+  bool is_extern_c;
+  bool is_definition;
+  size_t line;
+  size_t num_params;
+};
+
+TEST(ReflectionTest, Declarations) {
+  const std::vector<DeclCase> cases = {
+      {"plain definition", "\n\n__global__ void scale(float* x, float s) { x[0] *= s; }", "scale",
+       false, "", false, true, 3, 2},
+      {"declaration only", "__global__ void scale(float* x, float s);", "scale", false, "", false,
+       false, 1, 2},
+      {"template", "template <typename T, int N = 4, class U = float>\n__global__ void t(T* x, U y) {}",
+       "t", true, "typename T, int N = 4, class U = float", false, true, 2, 2},
+      {"extern \"C\"", "extern \"C\" __global__ void c_kernel(float* x) {}", "c_kernel", false, "",
+       true, true, 1, 1},
+      {"__launch_bounds__ after void",
+       "__global__ void __launch_bounds__(256, 2) bounded(float* x, int n) {}", "bounded", false,
+       "", false, true, 1, 2},
+      {"__launch_bounds__ before void",
+       "__global__ __launch_bounds__(128) void bounded2(float* x) {}", "bounded2", false, "",
+       false, true, 1, 1},
+      {"static kernel", "static __global__ void s(int n) {}", "s", false, "", false, true, 1, 1},
+      {"template with __launch_bounds__",
+       "template <int BLOCK>\n__global__ void __launch_bounds__(BLOCK) tb(float* x) {}", "tb", true,
+       "int BLOCK", false, true, 2, 1},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    auto kernels = reflect_kernels(c.source);
+    ASSERT_EQ(kernels.size(), 1u);
+    const KernelDecl& k = kernels[0];
+    EXPECT_EQ(k.name, c.name);
+    EXPECT_EQ(k.is_template, c.is_template);
+    EXPECT_EQ(k.template_params, c.template_params);
+    EXPECT_EQ(k.is_extern_c, c.is_extern_c);
+    EXPECT_EQ(k.is_definition, c.is_definition);
+    EXPECT_EQ(k.line, c.line);
+    EXPECT_EQ(k.params.size(), c.num_params);
+  }
+}
+
+TEST(ReflectionTest, ExternCArraysAreStridedAndNotRewritten) {
+  auto kernels = reflect_kernels("extern \"C\" __global__ void k(cj::Array<float, 1> a, float* b) {}");
+  ASSERT_EQ(kernels.size(), 1u);
+  const KernelDecl& k = kernels[0];
+  EXPECT_TRUE(k.is_extern_c);
+  EXPECT_EQ(k.params[0].kind, ParamKind::kArray);
+  EXPECT_EQ(k.params[0].layout, LayoutMode::kStrided);
+  EXPECT_EQ(k.params[0].rewritten_type, k.params[0].type);
+  EXPECT_EQ(k.layout_params(), 0u);
+  EXPECT_EQ(k.rewritten_template_header(), "");
+}
+
+// BUG (csrc/reflection.cpp, reflect_kernels): an extern "C" { ... } block gives C linkage just
+// like the extern "C" prefix, but only the prefix is recognised. Kernels in a block get
+// is_extern_c == false, so their cj::Array parameters are given a layout template parameter,
+// and NVRTC then rejects the source ("this declaration may not have extern "C" linkage").
+TEST(ReflectionTest, ExternCBlock) {
+  const std::string source = "extern \"C\" {\n__global__ void k(cj::Array<float, 1> a) {}\n}\n";
+  auto kernels = reflect_kernels(source);
+  ASSERT_EQ(kernels.size(), 1u);
+  CJ_KNOWN_BUG(!kernels[0].is_extern_c,
+               "a kernel inside extern \"C\" { } has is_extern_c == false and "
+                   << kernels[0].layout_params() << " layout template parameter(s); rewritten: "
+                   << rewrite_layouts(source, kernels));
+  EXPECT_TRUE(kernels[0].is_extern_c);
+  EXPECT_EQ(kernels[0].layout_params(), 0u);
+  EXPECT_EQ(rewrite_layouts(source, kernels), source);
+}
+
+TEST(ReflectionTest, IgnoresCommentsStringsAndDirectives) {
+  const std::string source =
+      "// __global__ void in_line_comment(int x);\n"
+      "/* __global__ void in_block_comment(int x) {}\n"
+      "   still a comment: __global__ void in_block_comment2(int x); */\n"
+      "#define KERNEL_TEXT \"__global__ void in_macro(int)\"\n"
+      "const char* text = \"__global__ void in_string(int) \\\" __global__ void esc(int)\";\n"
+      "const char quote = '\"';\n"
+      "__global__ void real(int n /* __global__ void in_params(int) */) {}\n"
+      "const char* after = \"__global__ void after_string(float*)\";\n";
+  auto kernels = reflect_kernels(source);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].name, "real");
+  EXPECT_EQ(kernels[0].line, 7u);
+  ASSERT_EQ(kernels[0].params.size(), 1u);
+  EXPECT_EQ(kernels[0].params[0].name, "n");
+}
+
+TEST(ReflectionTest, SeveralKernelsInOrder) {
+  auto kernels = reflect_kernels(
+      "__global__ void first(float* a) {}\n"
+      "__device__ float helper(float x) { return x; }\n"
+      "template <class T> __global__ void second(T* b, int n) {}\n"
+      "__global__ void third() {}\n");
+  ASSERT_EQ(kernels.size(), 3u);
+  EXPECT_EQ(kernels[0].name, "first");
+  EXPECT_EQ(kernels[1].name, "second");
+  EXPECT_EQ(kernels[2].name, "third");
+  EXPECT_EQ(kernels[1].find_param("n"), std::optional<size_t>(1));
+  EXPECT_EQ(kernels[1].find_param("missing"), std::nullopt);
+  EXPECT_TRUE(kernels[2].params.empty());
+}
+
+TEST(ReflectionTest, ForwardDeclarationThenDefinition) {
+  const std::vector<std::pair<const char*, std::string>> cases = {
+      {"declaration first",
+       "__global__ void k(float*, int);\n"
+       "void host() {}\n"
+       "__global__ void k(float* x, int n) { x[0] = n; }\n"},
+      {"definition first",
+       "__global__ void k(float* x, int n) { x[0] = n; }\n"
+       "void host() {}\n"
+       "__global__ void k(float* ignored, int names);\n"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    auto kernels = reflect_kernels(c.second);
+    ASSERT_EQ(kernels.size(), 1u);
+    const KernelDecl& k = kernels[0];
+    EXPECT_TRUE(k.is_definition);
+    ASSERT_EQ(k.params.size(), 2u);
+    EXPECT_EQ(k.params[0].name, "x");
+    EXPECT_EQ(k.params[1].name, "n");
+    EXPECT_TRUE(k.params[0].named);
+  }
+}
+
+TEST(ReflectionTest, OverloadedKernelNamesAreRejected) {
+  const std::vector<std::pair<const char*, std::string>> cases = {
+      {"different types", "__global__ void k(float* x) {}\n__global__ void k(int* x) {}\n"},
+      {"different counts", "__global__ void k(float* x) {}\n\n__global__ void k(float* x, int n);\n"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    std::string msg = expect_throws<c10::ValueError>([&] { reflect_kernels(c.second); });
+    CJ_EXPECT_CONTAINS(msg, "kernel 'k' is declared at lines 1 and");
+    CJ_EXPECT_CONTAINS(msg, "overloaded __global__ functions are not supported");
+  }
+}
+
+TEST(ReflectionTest, ExplicitSpecializationIsNotAKernel) {
+  auto kernels = reflect_kernels(
+      "template <class T> __global__ void k(T* x) {}\n"
+      "template <> __global__ void k<float>(float* x) {}\n");
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_TRUE(kernels[0].is_template);
+  EXPECT_EQ(kernels[0].template_params, "class T");
+}
+
+std::string blanks(size_t n) { return std::string(n, ' '); }
+
+TEST(ReflectionTest, MaskSourceKeepsOffsetsAndNewlines) {
+  struct Case {
+    const char* title;
+    std::string in, out;
+  };
+  const std::vector<Case> cases = {
+      {"line comment", "a // c\nb", "a     \nb"},
+      {"block comment over lines", "x /* y\nz */ w", "x     \n     w"},
+      {"string keeps its quotes", "s = \"__global__\";", "s = \"          \";"},
+      {"escaped quote in string", "s = \"a\\\"b\"; t", "s = \"    \"; t"},
+      {"character literals", "c = '\"'; d = '\\'';", "c = ' '; d = '  ';"},
+      {"extern \"C\" stays recognisable", "extern \"C\" f", "extern \" \" f"},
+      {"preprocessor line", "#include <cj/cj.cuh>\nint x;", blanks(20) + "\nint x;"},
+      {"indented directive", "  # pragma once\nint y;", blanks(15) + "\nint y;"},
+      {"directive with continuation", "#define A \\\n  B\nint z;", blanks(11) + "\n" + blanks(3) + "\nint z;"},
+      {"'#' mid-line is code", "a # b", "a # b"},
+      {"unterminated block comment", "k /* open", "k        "},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    std::string m = mask_source(c.in);
+    EXPECT_EQ(m, c.out);
+    ASSERT_EQ(m.size(), c.in.size());
+    for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i] == '\n', c.in[i] == '\n') << "at " << i;
+  }
+}
+
+TEST(ReflectionTest, LayoutParamsAndRewrittenTypes) {
+  auto kernels = reflect_kernels(
+      "template <class T>\n"
+      "__global__ void k(cj::Array<T, 1> a, cj::Array<const T, 2, cj::Contiguous> b,\n"
+      "                  cj::Array<const T, 3> c, T* d) {}\n");
+  ASSERT_EQ(kernels.size(), 1u);
+  const KernelDecl& k = kernels[0];
+  EXPECT_EQ(k.layout_params(), 2u);
+  EXPECT_EQ(k.params[0].rewritten_type, "cj::Array<T, 1, CjL0>");
+  EXPECT_EQ(k.params[1].rewritten_type, "cj::Array<const T, 2, cj::Contiguous>");
+  EXPECT_EQ(k.params[2].rewritten_type, "cj::Array<const T, 3, CjL1>");
+  EXPECT_EQ(k.params[3].rewritten_type, "T*");
+  // Layout parameters have no default: they are deduced even next to explicit template arguments.
+  EXPECT_EQ(k.rewritten_template_header(), "template <class T, class CjL0, class CjL1>");
+}
+
+TEST(ReflectionTest, RewrittenTemplateHeader) {
+  struct Case {
+    const char* title;
+    std::string source;
+    std::string header;
+  };
+  const std::vector<Case> cases = {
+      {"no template, no arrays", "__global__ void k(float* x) {}", ""},
+      {"template, no arrays", "template <int N> __global__ void k(float* x) {}", "template <int N>"},
+      {"no template, one array", "__global__ void k(cj::Array<float, 1> a) {}",
+       "template <class CjL0>"},
+      {"template with defaults, two arrays",
+       "template <class T, int B = 4> __global__ void k(cj::Array<T, 1> a, cj::Array<T, 2> b) {}",
+       "template <class T, int B = 4, class CjL0, class CjL1>"},
+      {"explicit layouts only", "__global__ void k(cj::Array<float, 1, cj::Strided> a) {}", ""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    auto kernels = reflect_kernels(c.source);
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_EQ(kernels[0].rewritten_template_header(), c.header);
+  }
+}
+
+TEST(ReflectionTest, RewriteLayouts) {
+  struct Case {
+    const char* title;
+    std::string in, out;
+  };
+  const std::vector<Case> cases = {
+      {"non-template kernel",
+       "__global__ void k(cj::Array<const float, 2> a, float s) {}",
+       "template <class CjL0> __global__ void k(cj::Array<const float, 2, CjL0> a, "
+       "float s) {}"},
+      {"template kernel, explicit layout kept",
+       "template <class T>\n"
+       "__global__ void k(cj::Array<T, 1> a, cj::Array<const T, 1, cj::Contiguous> b, "
+       "cj::Array<const T, 1> c) {}",
+       "template <class T, class CjL0, class CjL1>\n"
+       "__global__ void k(cj::Array<T, 1, CjL0> a, cj::Array<const T, 1, cj::Contiguous> b, "
+       "cj::Array<const T, 1, CjL1> c) {}"},
+      {"declaration then definition: both rewritten",
+       "__global__ void k(cj::Array<float, 1> a);\n"
+       "__global__ void k(cj::Array<float, 1> a) {}\n",
+       "template <class CjL0> __global__ void k(cj::Array<float, 1, CjL0> a);\n"
+       "template <class CjL0> __global__ void k(cj::Array<float, 1, CjL0> a) {}\n"},
+      {"comments untouched",
+       "// cj::Array<float, 1> in a comment\n__global__ void k(cj::Array<float, 1> /* x */ a) {}",
+       "// cj::Array<float, 1> in a comment\ntemplate <class CjL0> __global__ void "
+       "k(cj::Array<float, 1, CjL0> /* x */ a) {}"},
+      {"only kernels with deduced layouts change",
+       "__global__ void p(float* x) {}\n__global__ void q(cj::Array<float, 1> a) {}\n",
+       "__global__ void p(float* x) {}\ntemplate <class CjL0> __global__ void "
+       "q(cj::Array<float, 1, CjL0> a) {}\n"},
+      {"no arrays: unchanged", "__global__ void k(float* x, int n) {}",
+       "__global__ void k(float* x, int n) {}"},
+      {"extern \"C\": unchanged", "extern \"C\" __global__ void k(cj::Array<float, 1> a) {}",
+       "extern \"C\" __global__ void k(cj::Array<float, 1> a) {}"},
+      {"template kernel declared static",
+       "template <class T> static __global__ void k(cj::Array<T, 1> a) {}",
+       "template <class T, class CjL0> static __global__ void k(cj::Array<T, 1, "
+       "CjL0> a) {}"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    EXPECT_EQ(rewrite_layouts(c.in, reflect_kernels(c.in)), c.out);
+  }
+}
+
+// BUG (csrc/reflection.cpp, rewrite_layouts): for a non-template kernel the layout template
+// header is inserted at the `__global__` token, after `static`, giving
+// "static template <...> __global__ ...", which NVRTC rejects ("template" is not allowed).
+// reflect_kernels' decl_begin (which walks back over `static`) is not used, because the
+// window handed to it starts at `__global__`.
+TEST(ReflectionTest, RewriteLayoutsOfStaticKernel) {
+  const std::string in = "static __global__ void k(cj::Array<float, 1> a) {}";
+  const std::string want =
+      "template <class CjL0> static __global__ void k(cj::Array<float, 1, CjL0> "
+      "a) {}";
+  const std::string got = rewrite_layouts(in, reflect_kernels(in));
+  CJ_KNOWN_BUG(got.rfind("static template", 0) == 0,
+               "rewrite_layouts of a static kernel gives: " << got);
+  EXPECT_EQ(got, want);
+}
+
+TEST(ReflectionTest, ParamKindNames) {
+  const std::vector<std::pair<ParamKind, std::string>> cases = {
+      {ParamKind::kArray, "array"},
+      {ParamKind::kPointer, "pointer"},
+      {ParamKind::kScalar, "scalar"},
+      {ParamKind::kAuto, "auto"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.second);
+    EXPECT_EQ(to_string(c.first), c.second);
+  }
+}
+
+}  // namespace
+}  // namespace torch_cudajit

@@ -1,0 +1,306 @@
+// torch_cudajit C++ tests: specialization keys and type codes (csrc/specialization.h): SpecKey
+// equality and hashing, type names and codes, the C++ types handed to the deduction helper,
+// readable signatures, generated instantiation text and parsing of lowered probe names.
+#include "specialization.h"
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace torch_cudajit {
+namespace {
+
+using cjtest::expect_throws;
+using cjtest::make_spec_key;
+using cjtest::number_sig;
+using cjtest::tensor_sig;
+
+SpecKey base_key() {
+  return make_spec_key(90, {tensor_sig(TypeCode::kFloat, 2, true),
+                            tensor_sig(TypeCode::kFloat, 2, false), number_sig(ArgKind::kFloat)});
+}
+
+TEST(SpecKeyTest, EqualKeysHashEqual) {
+  SpecKey a = base_key();
+  SpecKey b = base_key();
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_EQ(SpecKeyHash()(a), a.hash());
+  // Entries past `size` are not part of the key.
+  b.args[5] = tensor_sig(TypeCode::kDouble, 3);
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(a.hash(), b.hash());
+}
+
+TEST(SpecKeyTest, DifferentKeysDiffer) {
+  struct Case {
+    const char* title;
+    void (*change)(SpecKey&);
+  };
+  const std::vector<Case> cases = {
+      {"dtype", [](SpecKey& k) { k.args[0].dtype = TypeCode::kDouble; }},
+      {"rank", [](SpecKey& k) { k.args[1].rank = 3; }},
+      {"contiguous flag", [](SpecKey& k) { k.args[1].flags = kContiguousFlag; }},
+      {"argument kind", [](SpecKey& k) { k.args[2].kind = ArgKind::kInt; }},
+      {"arch", [](SpecKey& k) { k.arch = 80; }},
+      {"one more argument", [](SpecKey& k) { k.args[k.size++] = number_sig(ArgKind::kBool); }},
+      {"one argument less", [](SpecKey& k) { --k.size; }},
+  };
+  const SpecKey base = base_key();
+  std::unordered_set<size_t> hashes = {base.hash()};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    SpecKey k = base_key();
+    c.change(k);
+    EXPECT_FALSE(k == base);
+    EXPECT_FALSE(base == k);
+    EXPECT_NE(k.hash(), base.hash());
+    hashes.insert(k.hash());
+  }
+  EXPECT_EQ(hashes.size(), cases.size() + 1);
+}
+
+TEST(SpecKeyTest, WorksAsUnorderedSetKey) {
+  std::unordered_set<SpecKey, SpecKeyHash> set;
+  set.insert(base_key());
+  set.insert(base_key());
+  SpecKey other = base_key();
+  other.arch = 100;
+  set.insert(other);
+  EXPECT_EQ(set.size(), 2u);
+  EXPECT_EQ(set.count(base_key()), 1u);
+}
+
+TEST(TypeCodeTest, TypeCodeOfNames) {
+  const std::vector<std::pair<std::string, TypeCode>> cases = {
+      {"bool", TypeCode::kBool},
+      {"char", TypeCode::kInt8},
+      {"signed char", TypeCode::kInt8},
+      {"int8_t", TypeCode::kInt8},
+      {"std::int8_t", TypeCode::kInt8},
+      {"unsigned char", TypeCode::kUInt8},
+      {"uint8_t", TypeCode::kUInt8},
+      {"short", TypeCode::kInt16},
+      {"int16_t", TypeCode::kInt16},
+      {"unsigned short", TypeCode::kUInt16},
+      {"int", TypeCode::kInt32},
+      {"signed", TypeCode::kInt32},
+      {"int32_t", TypeCode::kInt32},
+      {"unsigned", TypeCode::kUInt32},
+      {"unsigned int", TypeCode::kUInt32},
+      {"uint32_t", TypeCode::kUInt32},
+      {"long", TypeCode::kInt64},
+      {"long long", TypeCode::kInt64},
+      {"int64_t", TypeCode::kInt64},
+      {"::std::int64_t", TypeCode::kInt64},
+      {"ptrdiff_t", TypeCode::kInt64},
+      {"unsigned long long", TypeCode::kUInt64},
+      {"uint64_t", TypeCode::kUInt64},
+      {"size_t", TypeCode::kUInt64},
+      {"std::size_t", TypeCode::kUInt64},
+      {"__half", TypeCode::kHalf},
+      {"half", TypeCode::kHalf},
+      {"__nv_bfloat16", TypeCode::kBFloat16},
+      {"nv_bfloat16", TypeCode::kBFloat16},
+      {"float", TypeCode::kFloat},
+      {"double", TypeCode::kDouble},
+      {"cj::complex<float>", TypeCode::kComplexFloat},
+      {"::cj::complex<float>", TypeCode::kComplexFloat},
+      {"cj::complex<double>", TypeCode::kComplexDouble},
+      {"T", TypeCode::kUnknown},
+      {"MyStruct", TypeCode::kUnknown},
+      {"float4", TypeCode::kUnknown},
+      {"", TypeCode::kUnknown},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE("'" + c.first + "'");
+    EXPECT_EQ(static_cast<int>(type_code_of(c.first)), static_cast<int>(c.second));
+  }
+}
+
+TEST(TypeCodeTest, NamesSizesAndCategories) {
+  struct Case {
+    TypeCode code;
+    const char* cpp;
+    const char* dtype;
+    size_t size;
+    bool integer, signed_integer, floating, complex;
+  };
+  const std::vector<Case> cases = {
+      {TypeCode::kBool, "bool", "bool", 1, false, false, false, false},
+      {TypeCode::kInt8, "signed char", "int8", 1, true, true, false, false},
+      {TypeCode::kUInt8, "unsigned char", "uint8", 1, true, false, false, false},
+      {TypeCode::kInt16, "short", "int16", 2, true, true, false, false},
+      {TypeCode::kUInt16, "unsigned short", "uint16", 2, true, false, false, false},
+      {TypeCode::kInt32, "int", "int32", 4, true, true, false, false},
+      {TypeCode::kUInt32, "unsigned int", "uint32", 4, true, false, false, false},
+      {TypeCode::kInt64, "long long", "int64", 8, true, true, false, false},
+      {TypeCode::kUInt64, "unsigned long long", "uint64", 8, true, false, false, false},
+      {TypeCode::kHalf, "__half", "float16", 2, false, false, true, false},
+      {TypeCode::kBFloat16, "__nv_bfloat16", "bfloat16", 2, false, false, true, false},
+      {TypeCode::kFloat, "float", "float32", 4, false, false, true, false},
+      {TypeCode::kDouble, "double", "float64", 8, false, false, true, false},
+      {TypeCode::kComplexFloat, "::cj::complex<float>", "complex64", 8, false, false, false, true},
+      {TypeCode::kComplexDouble, "::cj::complex<double>", "complex128", 16, false, false, false,
+       true},
+      {TypeCode::kUnknown, "?", "?", 0, false, false, false, false},
+      {TypeCode::kArray, "?", "?", 0, false, false, false, false},
+      {TypeCode::kPointer, "?", "?", 0, false, false, false, false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string("code ") + std::to_string(static_cast<int>(c.code)));
+    EXPECT_STREQ(cpp_type_name(c.code), c.cpp);
+    EXPECT_STREQ(dtype_name(c.code), c.dtype);
+    EXPECT_EQ(type_size(c.code), c.size);
+    EXPECT_EQ(is_integer(c.code), c.integer);
+    EXPECT_EQ(is_signed_integer(c.code), c.signed_integer);
+    EXPECT_EQ(is_floating(c.code), c.floating);
+    EXPECT_EQ(is_complex(c.code), c.complex);
+    // Every element type's C++ name maps back to its code.
+    if (c.size > 0) EXPECT_EQ(static_cast<int>(type_code_of(c.cpp)), static_cast<int>(c.code));
+  }
+}
+
+// The declaration each parameter of `source` (one kernel) reflects to.
+std::vector<Param> params_of(const std::string& source) {
+  auto kernels = reflect_kernels(source);
+  EXPECT_EQ(kernels.size(), 1u);
+  return kernels.empty() ? std::vector<Param>{} : kernels[0].params;
+}
+
+TEST(SpecializationTest, ArgumentCppType) {
+  const std::vector<Param> p = params_of(
+      "template <class T>\n"
+      "__global__ void k(cj::Array<const float, 2> a, cj::Array<T, 1> b, const float* c, T* d,\n"
+      "                  auto e, float s, long* g, MyStruct h) {}");
+  ASSERT_EQ(p.size(), 8u);
+  struct Case {
+    const char* title;
+    size_t param;
+    ArgSig sig;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"const array, contiguous", 0, tensor_sig(TypeCode::kFloat, 2, true),
+       "::cj::Array<const float, 2, ::cj::Layout<1>>"},
+      {"const array, strided", 0, tensor_sig(TypeCode::kFloat, 2, false),
+       "::cj::Array<const float, 2, ::cj::Layout<0>>"},
+      {"template array takes the dtype's type", 1, tensor_sig(TypeCode::kHalf, 1, true),
+       "::cj::Array<__half, 1, ::cj::Layout<1>>"},
+      {"template array, int64", 1, tensor_sig(TypeCode::kInt64, 1, false),
+       "::cj::Array<long long, 1, ::cj::Layout<0>>"},
+      {"const pointer", 2, tensor_sig(TypeCode::kFloat, 1), "const float*"},
+      {"template pointer", 3, tensor_sig(TypeCode::kDouble, 3), "double*"},
+      {"auto", 4, tensor_sig(TypeCode::kInt32, 2, true), "::cj::Array<int, 2, ::cj::Layout<1>>"},
+      {"0-d tensor to a scalar", 5, tensor_sig(TypeCode::kDouble, 0), "double"},
+      {"declared element spelling kept", 6, tensor_sig(TypeCode::kInt64, 1), "long*"},
+      {"Python int", 5, number_sig(ArgKind::kInt), "long long"},
+      {"Python float", 5, number_sig(ArgKind::kFloat), "double"},
+      {"Python bool", 5, number_sig(ArgKind::kBool), "bool"},
+      {"Python complex", 5, number_sig(ArgKind::kComplex), "::cj::complex<double>"},
+      {"extension bytes", 7, number_sig(ArgKind::kBytes), "MyStruct"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    EXPECT_EQ(argument_cpp_type(p[c.param], c.sig), c.want);
+  }
+}
+
+TEST(SpecializationTest, DescribeSignature) {
+  auto kernels = reflect_kernels(
+      "__global__ void k(cj::Array<const float, 2> a, cj::Array<float, 1> b, float* c, float s,\n"
+      "                  int n, bool f, auto z, MyStruct m) {}");
+  ASSERT_EQ(kernels.size(), 1u);
+  SpecKey key = make_spec_key(
+      90, {tensor_sig(TypeCode::kFloat, 2, true), tensor_sig(TypeCode::kFloat, 1, false),
+           tensor_sig(TypeCode::kFloat, 1), tensor_sig(TypeCode::kDouble, 0),
+           number_sig(ArgKind::kInt), number_sig(ArgKind::kBool), number_sig(ArgKind::kComplex),
+           number_sig(ArgKind::kBytes)});
+  EXPECT_EQ(describe_signature(kernels[0], key),
+            "(Array<const float32, 2, contiguous>, Array<float32, 1, strided>, float32*, float64, "
+            "int, bool, complex, MyStruct)");
+  SpecKey floats = make_spec_key(
+      90, {tensor_sig(TypeCode::kHalf, 2, false), tensor_sig(TypeCode::kBFloat16, 1, true),
+           tensor_sig(TypeCode::kFloat, 1), number_sig(ArgKind::kFloat), number_sig(ArgKind::kInt),
+           number_sig(ArgKind::kBool), tensor_sig(TypeCode::kInt64, 3, true),
+           number_sig(ArgKind::kBytes)});
+  EXPECT_EQ(describe_signature(kernels[0], floats),
+            "(Array<const float16, 2, strided>, Array<bfloat16, 1, contiguous>, float32*, float, "
+            "int, bool, Array<int64, 3, contiguous>, MyStruct)");
+}
+
+TEST(SpecializationTest, DeductionHelperAndInstantiation) {
+  auto kernels = reflect_kernels(
+      "template <class T>\n"
+      "__global__ void axpy(cj::Array<T, 1> y, cj::Array<const T, 1> x, T a) {}");
+  ASSERT_EQ(kernels.size(), 1u);
+  const KernelDecl& k = kernels[0];
+  const std::string helper = deduction_helper(k);
+  // The preferred overload makes scalars non-deduced; the fallback deduces them.
+  CJ_EXPECT_CONTAINS(helper, "template <class T, class CjL0, class CjL1>\n__device__ auto cj_detail_sig_axpy(");
+  CJ_EXPECT_CONTAINS(helper,
+                     "cj_detail_sig_axpy(::cj::detail::priority<1>, cj::Array<T, 1, CjL0> cj_p0, "
+                     "cj::Array<const T, 1, CjL1> cj_p1, typename ::cj::detail::nondeduced<T>::type "
+                     "cj_p2)");
+  CJ_EXPECT_CONTAINS(helper, "cj_detail_sig_axpy(::cj::detail::priority<0>, cj::Array<T, 1, CjL0> "
+                             "cj_p0, cj::Array<const T, 1, CjL1> cj_p1, T cj_p2)");
+  CJ_EXPECT_CONTAINS(helper, "-> ::cj::detail::Sig<decltype(cj_p0), decltype(cj_p1), decltype(cj_p2)>;");
+
+  SpecKey key = make_spec_key(90, {tensor_sig(TypeCode::kFloat, 1), tensor_sig(TypeCode::kFloat, 1),
+                                   number_sig(ArgKind::kFloat)});
+  Instantiation inst = make_instantiation(k, key, "", 7);
+  EXPECT_EQ(inst.alias_definition,
+            "using cj_detail_spec_7 = decltype(cj_detail_sig_axpy(::cj::detail::priority<1>{}, "
+            "::cj::detail::declval<::cj::Array<float, 1, ::cj::Layout<1>>>(), "
+            "::cj::detail::declval<::cj::Array<const float, 1, ::cj::Layout<1>>>(), "
+            "::cj::detail::declval<double>()));\n");
+  EXPECT_EQ(inst.kernel_expression, "static_cast<cj_detail_spec_7::fn>(axpy)");
+  ASSERT_EQ(inst.probe_expressions.size(), 3u);
+  EXPECT_EQ(inst.probe_expressions[2],
+            "&::cj::detail::probe<::cj::detail::type_code<cj_detail_spec_7::arg<2>>::value, "
+            "sizeof(cj_detail_spec_7::arg<2>), alignof(cj_detail_spec_7::arg<2>)>");
+
+  // Explicit template arguments name the helper and the kernel.
+  Instantiation explicit_args = make_instantiation(k, key, "float", 0);
+  CJ_EXPECT_CONTAINS(explicit_args.alias_definition, "decltype(cj_detail_sig_axpy<float>(");
+  EXPECT_EQ(explicit_args.kernel_expression, "static_cast<cj_detail_spec_0::fn>(axpy<float>)");
+}
+
+TEST(SpecializationTest, ParseProbe) {
+  struct Case {
+    std::string lowered;
+    TypeCode code;
+    uint32_t size, align;
+  };
+  const std::vector<Case> cases = {
+      {"_ZN2cj6detail5probeILx3ELy4ELy4EEE", TypeCode::kInt16, 4, 4},
+      {"_ZN2cj6detail5probeILx11ELy4ELy4EEE", TypeCode::kFloat, 4, 4},
+      {"_ZN2cj6detail5probeILx0ELy1ELy1EEE", TypeCode::kBool, 1, 1},
+      {"_ZN2cj6detail5probeILx14ELy16ELy16EEE", TypeCode::kComplexDouble, 16, 16},
+      {"_ZN2cj6detail5probeILxn2ELy40ELy8EEE", TypeCode::kArray, 40, 8},
+      {"_ZN2cj6detail5probeILxn3ELy8ELy8EEE", TypeCode::kPointer, 8, 8},
+      {"_ZN2cj6detail5probeILxn1ELy24ELy8EEE", TypeCode::kUnknown, 24, 8},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.lowered);
+    ParamProbe p = parse_probe(c.lowered);
+    EXPECT_EQ(static_cast<int>(p.code), static_cast<int>(c.code));
+    EXPECT_EQ(p.size, c.size);
+    EXPECT_EQ(p.align, c.align);
+  }
+}
+
+TEST(SpecializationTest, ParseProbeRejectsOtherNames) {
+  for (const std::string bad : {"", "_Z5saxpyPf", "_ZN2cj6detail5probeILx3ELy4EEE"}) {
+    SCOPED_TRACE("'" + bad + "'");
+    std::string msg = expect_throws<c10::Error>([&] { parse_probe(bad); });
+    CJ_EXPECT_CONTAINS(msg, "unexpected probe name");
+  }
+}
+
+}  // namespace
+}  // namespace torch_cudajit
