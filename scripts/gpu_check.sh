@@ -16,7 +16,7 @@ if [[ $STEP == all || $STEP == smoke ]]; then
 fi
 if [[ $STEP == all || $STEP == pytest ]]; then
   echo "== pytest"
-  python3 -m pytest tests/python -q -x -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -25
+  python3 -m pytest tests/python -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -25
 fi
 if [[ $STEP == all || $STEP == ctest ]]; then
   echo "== ctest"
