@@ -187,3 +187,14 @@ def call(launcher, kernel, args, path):
     names = [p.name for p in kernel.params]
     assert len(args) <= len(names)
     return launcher(**dict(zip(names, args)))
+
+
+#: A templated 2-D copy through cj::Array, shared by the compile and launch tests.
+COPY2D = r"""
+template <typename T>
+__global__ void copy2d(cj::Array<T, 2> out, cj::Array<const T, 2> x) {
+  long long i = (long long)blockIdx.y * blockDim.y + threadIdx.y;
+  long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < x.size(0) && j < x.size(1)) out(i, j) = x(i, j);
+}
+"""

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import torch_cudajit as tcj
-from _support import DTYPE_NAMES, DTYPES, base_shape, dtype_params, view_of
+from _support import COPY2D, DTYPE_NAMES, DTYPES, base_shape, dtype_params, view_of
 
 # -- reflection ---------------------------------------------------------------------------------
 
@@ -109,15 +109,6 @@ def test_kernel_repr_lists_params():
 
 
 # -- compiling every dtype and layout -------------------------------------------------------------
-
-COPY2D = r"""
-template <typename T>
-__global__ void copy2d(cj::Array<T, 2> out, cj::Array<const T, 2> x) {
-  long long i = (long long)blockIdx.y * blockDim.y + threadIdx.y;
-  long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < x.size(0) && j < x.size(1)) out(i, j) = x(i, j);
-}
-"""
 
 SCALE_PTR = r"""
 template <typename T>

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torch_cudajit as tcj
-from _support import (CALL_PATHS, COMPLEX_DTYPES, DTYPE_NAMES, FLOAT_DTYPES, INPUT_LAYOUTS_2D,
+from _support import (COPY2D, CALL_PATHS, COMPLEX_DTYPES, DTYPE_NAMES, FLOAT_DTYPES, INPUT_LAYOUTS_2D,
                       LAYOUTS_2D, PoisonedOutput, assert_raises, blocks, call, dtype_params,
                       make_input, poison_, random_values)
 
@@ -20,15 +20,6 @@ pytestmark = pytest.mark.gpu
 SLEEP_CYCLES = 200_000_000  # ~0.1 s of GPU time: keeps a stream busy while the host enqueues more
 
 # -- kernels --------------------------------------------------------------------------------------
-
-COPY2D = r"""
-template <typename T>
-__global__ void copy2d(cj::Array<T, 2> out, cj::Array<const T, 2> x) {
-  long long i = (long long)blockIdx.y * blockDim.y + threadIdx.y;
-  long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < x.size(0) && j < x.size(1)) out(i, j) = x(i, j);
-}
-"""
 
 SCALE2D = r"""
 template <typename T>
