@@ -137,6 +137,11 @@ const KernelDecl& Program::kernel(const std::string& name) const {
 }
 
 std::string Program::generated_source(const std::vector<InstantiationRequest>& requests) const {
+  return generated_source(requests, instantiations(requests));
+}
+
+std::string Program::generated_source(const std::vector<InstantiationRequest>& requests,
+                                      const std::vector<Instantiation>& insts) const {
   // The #line directives keep NVRTC's line numbers those of the user's source.
   std::ostringstream os;
   os << "#include <cj/cj.cuh>\n#line 1 \"" << filename_ << "\"\n" << rewritten_ << "\n";
@@ -147,11 +152,17 @@ std::string Program::generated_source(const std::vector<InstantiationRequest>& r
     helpers.push_back(r.kernel);
     os << deduction_helper(kernel(r.kernel));
   }
-  for (size_t i = 0; i < requests.size(); ++i)
-    os << make_instantiation(kernel(requests[i].kernel), requests[i].key,
-                             requests[i].template_args, i)
-              .alias_definition;
+  for (const auto& inst : insts) os << inst.alias_definition;
   return os.str();
+}
+
+std::vector<Instantiation> Program::instantiations(
+    const std::vector<InstantiationRequest>& requests) const {
+  std::vector<Instantiation> out;
+  for (size_t i = 0; i < requests.size(); ++i)
+    out.push_back(make_instantiation(kernel(requests[i].kernel), requests[i].key,
+                                     requests[i].template_args, i));
+  return out;
 }
 
 std::vector<std::string> Program::nvrtc_options(const CompileOptions& o) const {
@@ -168,8 +179,9 @@ std::vector<std::string> Program::nvrtc_options(const CompileOptions& o) const {
     target = "compute_" + std::to_string(best);
   }
   std::vector<std::string> opts = {"-arch=" + target, "-std=" + o.std, "-default-device"};
-  for (const auto& dir : default_include_dirs()) opts.push_back("-I" + dir);
-  if (default_include_dirs().size() > 1) {
+  const std::vector<std::string> include_dirs = default_include_dirs();
+  for (const auto& dir : include_dirs) opts.push_back("-I" + dir);
+  if (include_dirs.size() > 1) {  // the CUDA headers were found
     opts.push_back("-DCJ_HAVE_FP16");
     opts.push_back("-DCJ_HAVE_BF16");
   }
@@ -187,11 +199,8 @@ CompiledProgram Program::compile(const std::vector<InstantiationRequest>& reques
   CompiledProgram out;
   out.options = nvrtc_options(options);
   out.target = out.options[0].substr(6);
-  const std::string text = generated_source(requests);
-  std::vector<Instantiation> insts;
-  for (size_t i = 0; i < requests.size(); ++i)
-    insts.push_back(make_instantiation(kernel(requests[i].kernel), requests[i].key,
-                                       requests[i].template_args, i));
+  const std::vector<Instantiation> insts = instantiations(requests);
+  const std::string text = generated_source(requests, insts);
 
   nvrtcProgram prog = nullptr;
   CJ_CHECK(nvrtcCreateProgram, &prog, text.c_str(), filename_.c_str(), 0, nullptr, nullptr);

@@ -80,6 +80,8 @@ class Program {
   const KernelDecl& kernel(const std::string& name) const;
   /// The full text handed to NVRTC for these requests.
   std::string generated_source(const std::vector<InstantiationRequest>& requests) const;
+  /// The generated code and name expressions of each request, in order.
+  std::vector<Instantiation> instantiations(const std::vector<InstantiationRequest>& requests) const;
   /// The NVRTC option list for these options (deterministic, canonical order).
   std::vector<std::string> nvrtc_options(const CompileOptions& options) const;
   /// Compiles; throws CompileError when NVRTC rejects the source or an instantiation.
@@ -87,6 +89,9 @@ class Program {
                           const CompileOptions& options) const;
 
  private:
+  std::string generated_source(const std::vector<InstantiationRequest>& requests,
+                               const std::vector<Instantiation>& insts) const;
+
   std::string source_, filename_, rewritten_;
   std::vector<KernelDecl> kernels_;
 };

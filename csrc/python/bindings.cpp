@@ -81,6 +81,21 @@ bool convert(PyObject* o, Arg& a, const KernelDecl& decl, size_t i) {
                    "pass other types.");
 }
 
+// Converts a whole argument tuple; anything unconvertible is a TypeError (no fallback).
+std::vector<Arg> convert_all(const py::tuple& args, const KernelDecl& decl) {
+  std::vector<Arg> out(args.size());
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!convert(args[i].ptr(), out[i], decl, i)) unsupported(args[i].ptr(), decl, i);
+  return out;
+}
+
+// The specialization for a key; the GIL is released only when it must be compiled.
+std::shared_ptr<Specialization> get_or_compile(Dispatcher& d, const SpecKey& key) {
+  if (auto hit = d.lookup(key)) return hit;
+  py::gil_scoped_release release;
+  return d.get(key);
+}
+
 /// A kernel configured with grid, block, stream and shared memory: kernel[grid, block](...).
 struct Launcher {
   std::shared_ptr<Dispatcher> dispatcher;
@@ -113,11 +128,7 @@ struct Launcher {
                        describe_signature(decl, key), "; call the unspecialized kernel instead.");
       spec = fixed;
     } else {
-      spec = dispatcher->lookup(key);
-      if (!spec) {
-        py::gil_scoped_release release;
-        spec = dispatcher->get(key);
-      }
+      spec = get_or_compile(*dispatcher, key);
     }
     dispatcher->launch(*spec, converted, static_cast<size_t>(n), device, config);
     return true;
@@ -256,9 +267,7 @@ PYBIND11_MODULE(_C, m) {
            py::arg("debug"), py::arg("lineinfo"), py::arg("template_args"))
       .def_property_readonly("name", [](const Dispatcher& d) { return d.decl().name; })
       .def("compile", [](Dispatcher& d, py::tuple args, int arch) {
-             std::vector<Arg> conv(args.size());
-             for (size_t i = 0; i < args.size(); ++i)
-               if (!convert(args[i].ptr(), conv[i], d.decl(), i)) unsupported(args[i].ptr(), d.decl(), i);
+             std::vector<Arg> conv = convert_all(args, d.decl());
              int device = 0;
              SpecKey key = d.make_key(conv.data(), conv.size(), &device, arch);
              py::gil_scoped_release release;
@@ -266,17 +275,10 @@ PYBIND11_MODULE(_C, m) {
            }, py::arg("args"), py::arg("arch") = 0)
       .def("specializations", &Dispatcher::specializations)
       .def("forall_block", [](Dispatcher& d, py::tuple args) {
-             std::vector<Arg> conv(args.size());
-             for (size_t i = 0; i < args.size(); ++i)
-               if (!convert(args[i].ptr(), conv[i], d.decl(), i)) unsupported(args[i].ptr(), d.decl(), i);
+             std::vector<Arg> conv = convert_all(args, d.decl());
              int device = 0;
              SpecKey key = d.make_key(conv.data(), conv.size(), &device);
-             std::shared_ptr<Specialization> spec = d.lookup(key);
-             if (!spec) {
-               py::gil_scoped_release release;
-               spec = d.get(key);
-             }
-             return d.forall_block(*spec, device);
+             return d.forall_block(*get_or_compile(d, key), device);
            });
 
   py::class_<Launcher, std::shared_ptr<Launcher>>(m, "Launcher")
