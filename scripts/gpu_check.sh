@@ -21,9 +21,9 @@ fi
 if [[ $STEP == all || $STEP == ctest ]]; then
   echo "== ctest"
   TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
-  (cmake -S . -B /tmp/cjbuild -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 &&
-   ninja -C /tmp/cjbuild -j16 >> "$OUT/cmake.log" 2>&1 &&
-   (cd /tmp/cjbuild && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" | tail -15) || tail -30 "$OUT/cmake.log"
+  (cmake -S . -B build/cmake-gpu -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 &&
+   ninja -C build/cmake-gpu -j16 >> "$OUT/cmake.log" 2>&1 &&
+   (cd build/cmake-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" | tail -15) || tail -30 "$OUT/cmake.log"
 fi
 if [[ $STEP == all || $STEP == bench ]]; then
   echo "== benchmarks"

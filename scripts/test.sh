@@ -4,13 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${MAX_JOBS:-2}
+LOGS=$PWD/build/logs
+mkdir -p "$LOGS"
 echo "== building the Python extension"
-MAX_JOBS=$JOBS python3 setup.py build_ext --inplace > /tmp/torch_cudajit_build.log 2>&1 || { tail -50 /tmp/torch_cudajit_build.log; exit 1; }
+MAX_JOBS=$JOBS python3 setup.py build_ext --inplace > "$LOGS/build.log" 2>&1 || { tail -50 "$LOGS/build.log"; exit 1; }
 echo "== Python tests"
 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest tests/python -q -p no:cacheprovider
 echo "== C++ tests"
-BUILD=${TORCH_CUDAJIT_BUILD_DIR:-/tmp/torch_cudajit_cmake}
+# The build folder lives in the checkout: a CMake cache is tied to one source folder, and a
+# shared /tmp folder from another clone makes cmake refuse to configure.
+BUILD=${TORCH_CUDAJIT_BUILD_DIR:-$PWD/build/cmake-tests}
 TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" > /tmp/torch_cudajit_cmake.log 2>&1 || { tail -50 /tmp/torch_cudajit_cmake.log; exit 1; }
-ninja -C "$BUILD" -j"$JOBS" >> /tmp/torch_cudajit_cmake.log 2>&1 || { tail -50 /tmp/torch_cudajit_cmake.log; exit 1; }
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" > "$LOGS/cmake.log" 2>&1 || { tail -50 "$LOGS/cmake.log"; exit 1; }
+ninja -C "$BUILD" -j"$JOBS" >> "$LOGS/cmake.log" 2>&1 || { tail -50 "$LOGS/cmake.log"; exit 1; }
 (cd "$BUILD" && ctest --output-on-failure)
