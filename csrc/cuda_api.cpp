@@ -4,7 +4,9 @@
 
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 
+#include <climits>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
@@ -134,6 +136,38 @@ const DriverApi& driver() {
 }
 
 bool driver_available() { return driver_state().error.empty(); }
+
+namespace {
+std::string real_path(const std::string& p) {
+  char buf[PATH_MAX];
+  return realpath(p.c_str(), buf) ? std::string(buf) : p;
+}
+}  // namespace
+
+std::string nvrtc_library_file() {
+  // load_nvrtc takes the first candidate dlopen accepts. Absolute candidates before the first
+  // bare soname can be checked with stat; past that only the dynamic linker knows.
+  static const std::string file = []() -> std::string {
+    for (const auto& c : nvrtc_candidates()) {
+      if (c.find('/') == std::string::npos) break;
+      struct stat st;
+      if (stat(c.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return real_path(c);
+    }
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(nvrtc().nvrtcVersion), &info) && info.dli_fname)
+      return real_path(info.dli_fname);
+    return nvrtc().library_path;
+  }();
+  return file;
+}
+
+std::string nvrtc_identity() {
+  const std::string file = nvrtc_library_file();
+  struct stat st;
+  if (stat(file.c_str(), &st) != 0) return file;
+  return file + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
+}
 
 int nvrtc_version() {
   static const int version = [] {

@@ -78,6 +78,12 @@ bool driver_available();
 /// Adds a directory searched for libnvrtc before the system paths (the Python package
 /// passes the NVIDIA pip wheels' and the toolkit's library folders).
 void add_library_search_path(const std::string& dir);
+/// The resolved path of the NVRTC library that is loaded, or that nvrtc() would load. Only
+/// loads it when the dynamic linker's own search must find it, so a disk-cache hit can name
+/// the compiler without paying for loading it.
+std::string nvrtc_library_file();
+/// NVRTC's identity for cache keys: the library's real path, size and modification time.
+std::string nvrtc_identity();
 /// NVRTC's version as major * 1000 + minor * 10.
 int nvrtc_version();
 /// Architectures this NVRTC can target, as compute capabilities (e.g. 90).

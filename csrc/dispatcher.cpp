@@ -387,7 +387,11 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
             group.push_back(j);
             group_requests.push_back(requests[j]);
           }
-        auto compiled = std::make_shared<const CompiledProgram>(program_->compile(group_requests, opts));
+        CacheOutcome outcome;
+        auto compiled = std::make_shared<const CompiledProgram>(
+            compile_cached(*program_, group_requests, opts, options_.cache, &outcome));
+        if (outcome == CacheOutcome::kHit) counters_.hits++;
+        if (outcome == CacheOutcome::kMiss) counters_.misses++;
         for (size_t g = 0; g < group.size(); ++g) {
           built[group[g]] = build(keys[todo[group[g]]], compiled, g);
           done[group[g]] = true;

@@ -3,6 +3,7 @@
 // the tensors' device and current stream. The hot path is: key, one lookup, pack, launch.
 #pragma once
 
+#include "cache.h"
 #include "module.h"
 #include "program.h"
 #include "specialization.h"
@@ -45,6 +46,7 @@ struct LaunchConfig {
 struct KernelOptions {
   CompileOptions compile;     ///< compile.arch is ignored: the device decides
   std::string template_args;  ///< explicit template arguments ("" deduces all)
+  bool cache = true;          ///< use the disk cache (when it is enabled for the process)
 };
 
 /// How one parameter is filled at launch.
@@ -105,6 +107,8 @@ class Dispatcher {
   void launch(const Arg* args, size_t n, const LaunchConfig& cfg);
   /// Block size chosen by the occupancy API for 1-D launches of a specialization.
   int forall_block(Specialization& spec, int device);
+  /// Disk-cache hits and misses of this kernel's compiles.
+  const CacheCounters& cache_counters() const { return counters_; }
 
  private:
   std::shared_ptr<Specialization> build(const SpecKey& key,
@@ -128,6 +132,7 @@ class Dispatcher {
   mutable std::mutex mutex_;
   std::unordered_map<SpecKey, std::shared_future<std::shared_ptr<Specialization>>, SpecKeyHash> cache_;
   std::vector<std::shared_ptr<Specialization>> order_;
+  CacheCounters counters_;
 };
 
 /// The TypeCode of a torch dtype; throws c10::TypeError for dtypes kernels cannot take.

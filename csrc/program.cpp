@@ -59,7 +59,7 @@ std::string find_cuda_include_dir() {
   for (const char* env : {"CUDA_HOME", "CUDA_PATH"})
     if (const char* v = std::getenv(env)) candidates.push_back(std::string(v) + "/include");
   // The headers that ship with the NVRTC we loaded (toolkit or NVIDIA wheel) match it best.
-  const std::string& nvrtc_path = detail::nvrtc().library_path;
+  const std::string nvrtc_path = detail::nvrtc_library_file();
   if (nvrtc_path.find('/') != std::string::npos)
     candidates.push_back(dirname(dirname(nvrtc_path)) + "/include");
   candidates.push_back("/usr/local/cuda/include");

@@ -13,6 +13,7 @@ from ._loader import _C
 from ._errors import CompileError
 from ._extensions import Extension, Params
 from ._kernel import Kernel, KernelModule, SpecializedKernel, CompiledKernel, Parameter, jit
+from . import cache
 
 __all__ = [
     "jit",
@@ -25,6 +26,7 @@ __all__ = [
     "Params",
     "CompileError",
     "nvrtc_version",
+    "cache",
 ]
 
 

@@ -203,7 +203,8 @@ class Kernel(_Launch):
         params = program.params(name)
         self._params = tuple(Parameter(**p) for p in params)
         self._core = _C.Dispatcher(program, name, list(options["options"]), options["std"],
-                                   options["debug"], options["lineinfo"], options["template_args"])
+                                   options["debug"], options["lineinfo"], options["template_args"],
+                                   options.get("cache", True))
         for ext in extensions:
             if not hasattr(ext, "prepare_args"):
                 raise TypeError(f"extensions: {ext!r} has no prepare_args method")
@@ -274,6 +275,54 @@ class Kernel(_Launch):
         bound = tuple(coerce(a) for a in self._bind(args, kwargs))
         spec = self._core.compile(bound, 0 if arch is None else _arch_number(arch))
         return CompiledKernel(spec)
+
+    def precompile(self, specs, *, arch=None, threads: int | None = None,
+                   progress: bool | None = None) -> list:
+        """Compiles many specializations in parallel, e.g. to warm the disk cache in a
+        container build.
+
+        Args:
+            specs: example arguments, one entry per specialization: a tuple of positional
+                arguments or a dict of keyword arguments. With ``arch`` the tensors may be on
+                any device (meta tensors cost nothing).
+            arch: the target architecture (90, "sm_90" or (9, 0)); default: the current GPU.
+            threads: compiler threads (default: one per CPU, at most one per entry).
+            progress: draw a progress bar on stderr (default: for 8 or more entries when
+                stderr is a terminal).
+        Returns the CompiledKernel of each entry, in order. If some entries fail, all the
+        others are still compiled and the first failure is raised.
+        """
+        if isinstance(specs, (str, bytes)) or not hasattr(specs, "__iter__"):
+            raise TypeError(f"precompile: specs must be a list of argument tuples or dicts, "
+                            f"got {type(specs).__name__}")
+        bound = []
+        for i, entry in enumerate(specs):
+            if isinstance(entry, dict):
+                args = self._bind((), entry)
+            elif isinstance(entry, (tuple, list)):
+                args = self._bind(tuple(entry), {})
+            else:
+                raise TypeError(f"precompile: specs[{i}] must be a tuple of arguments or a dict "
+                                f"of keyword arguments, got {type(entry).__name__}")
+            bound.append(tuple(coerce(a) for a in args))
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"precompile: threads must be a positive int, got {threads!r}")
+        arch_number = 0 if arch is None else _arch_number(arch)
+        from ._precompile import run_parallel
+        specs_out = run_parallel(lambda a: self._core.compile(a, arch_number), bound,
+                                 threads=threads, progress=progress,
+                                 label=f"torch_cudajit: compiling {self.name}")
+        return [CompiledKernel(s) for s in specs_out]
+
+    @property
+    def cache_hits(self) -> int:
+        """Compiles of this kernel served by the disk cache (numba's ``_cache_hits``)."""
+        return self._core.cache_counters["hits"]
+
+    @property
+    def cache_misses(self) -> int:
+        """Compiles of this kernel the disk cache did not have."""
+        return self._core.cache_counters["misses"]
 
     def specialize(self, *args, **kwargs) -> "SpecializedKernel":
         """A kernel fixed to the signature of these (CUDA) arguments, with the fastest launch."""
@@ -351,7 +400,8 @@ _MISSING = _Missing()
 def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         include_dirs: Iterable[str] = (), defines: dict | None = None, std: str = "c++17",
         fastmath: bool = False, lineinfo: bool = False, debug: bool = False,
-        template_args=None, extensions: Sequence[Extension] = (), filename: str = "kernel.cu"):
+        template_args=None, extensions: Sequence[Extension] = (), filename: str = "kernel.cu",
+        cache: bool = True):
     """Compiles CUDA C++ kernels on demand.
 
     Args:
@@ -365,7 +415,11 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         template_args: explicit template arguments ("float, 4" or (torch.float32, 4)); the
             rest are deduced from the arguments.
         extensions: objects with ``prepare_args`` that convert arguments before a launch.
+        cache: keep compiled specializations in the persistent disk cache (see
+            ``torch_cudajit.cache``); False compiles them in every process.
     """
+    if not isinstance(cache, bool):
+        raise TypeError(f"cache must be a bool, got {type(cache).__name__}")
     if not isinstance(source, str):
         raise TypeError(f"source must be a str of CUDA C++, got {type(source).__name__}")
     if name is not None and not isinstance(name, str):
@@ -379,7 +433,7 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
     if fastmath:
         opts.append("--use_fast_math")
     config = dict(options=opts, std=std, debug=bool(debug), lineinfo=bool(lineinfo),
-                  template_args=_template_args(template_args))
+                  template_args=_template_args(template_args), cache=cache)
     program = _C.Program(source, filename)
     names = program.kernel_names
     if name is not None:

@@ -89,11 +89,41 @@ std::vector<Arg> convert_all(const py::tuple& args, const KernelDecl& decl) {
   return out;
 }
 
+// Compiles (or loads from the disk cache) without the GIL; C++ warnings raised meanwhile, such
+// as a damaged cache file, become Python warnings.
+std::shared_ptr<Specialization> compile_key(Dispatcher& d, const SpecKey& key) {
+  torch::PyWarningHandler warnings;
+  try {
+    py::gil_scoped_release release;
+    return d.get(key);
+  } catch (...) {
+    warnings.set_in_exception();
+    throw;
+  }
+}
+
+py::dict counters_dict(const CacheCounters& c) {
+  py::dict d;
+  d["hits"] = c.hits.load();
+  d["misses"] = c.misses.load();
+  return d;
+}
+
+py::dict info_dict(const CacheInfo& i) {
+  py::dict d;
+  d["dir"] = i.dir;
+  d["enabled"] = i.enabled;
+  d["entries"] = i.entries;
+  d["bytes"] = i.bytes;
+  d["max_bytes"] = i.max_bytes;
+  d["removed"] = i.removed;
+  return d;
+}
+
 // The specialization for a key; the GIL is released only when it must be compiled.
 std::shared_ptr<Specialization> get_or_compile(Dispatcher& d, const SpecKey& key) {
   if (auto hit = d.lookup(key)) return hit;
-  py::gil_scoped_release release;
-  return d.get(key);
+  return compile_key(d, key);
 }
 
 /// A kernel configured with grid, block, stream and shared memory: kernel[grid, block](...).
@@ -232,6 +262,25 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_compute_capability", [](int d) { return device_limits(d).compute_capability; });
   m.def("device_multiprocessors", [](int d) { return device_limits(d).multiprocessors; });
 
+  // The disk cache (see csrc/cache.h).
+  m.def("cache_settings", [] {
+    CacheSettings s = DiskCache::instance().settings();
+    py::dict d;
+    d["enabled"] = s.enabled;
+    d["dir"] = s.dir;
+    d["max_bytes"] = s.max_bytes;
+    return d;
+  });
+  m.def("cache_configure", [](bool enabled, const std::string& dir, int64_t max_bytes) {
+    DiskCache::instance().configure({enabled, dir, max_bytes});
+  }, py::arg("enabled"), py::arg("dir"), py::arg("max_bytes"));
+  m.def("cache_reset_from_environment", [] { DiskCache::instance().reset_from_environment(); });
+  m.def("cache_info", [] { return info_dict(DiskCache::instance().info()); });
+  m.def("cache_clear", [] { return info_dict(DiskCache::instance().clear()); });
+  m.def("cache_prune", [](int64_t max_bytes) { return info_dict(DiskCache::instance().prune(max_bytes)); },
+        py::arg("max_bytes") = -1);
+  m.def("cache_counters", [] { return counters_dict(DiskCache::instance().counters()); });
+
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
       .def(py::init<std::string, std::string>(), py::arg("source"), py::arg("filename") = "kernel.cu")
       .def_property_readonly("source", &Program::source)
@@ -254,25 +303,26 @@ PYBIND11_MODULE(_C, m) {
   py::class_<Dispatcher, std::shared_ptr<Dispatcher>>(m, "Dispatcher")
       .def(py::init([](std::shared_ptr<Program> program, const std::string& name,
                        std::vector<std::string> extra, const std::string& std_, bool debug,
-                       bool lineinfo, const std::string& template_args) {
+                       bool lineinfo, const std::string& template_args, bool cache) {
              KernelOptions o;
              o.compile.extra = std::move(extra);
              o.compile.std = std_;
              o.compile.debug = debug;
              o.compile.lineinfo = lineinfo;
              o.template_args = template_args;
+             o.cache = cache;
              return std::make_shared<Dispatcher>(program, name, o);
            }),
            py::arg("program"), py::arg("name"), py::arg("options"), py::arg("std"),
-           py::arg("debug"), py::arg("lineinfo"), py::arg("template_args"))
+           py::arg("debug"), py::arg("lineinfo"), py::arg("template_args"), py::arg("cache") = true)
       .def_property_readonly("name", [](const Dispatcher& d) { return d.decl().name; })
       .def("compile", [](Dispatcher& d, py::tuple args, int arch) {
              std::vector<Arg> conv = convert_all(args, d.decl());
              int device = 0;
              SpecKey key = d.make_key(conv.data(), conv.size(), &device, arch);
-             py::gil_scoped_release release;
-             return d.get(key);
+             return compile_key(d, key);
            }, py::arg("args"), py::arg("arch") = 0)
+      .def_property_readonly("cache_counters", [](const Dispatcher& d) { return counters_dict(d.cache_counters()); })
       .def("specializations", &Dispatcher::specializations)
       .def("forall_block", [](Dispatcher& d, py::tuple args) {
              std::vector<Arg> conv = convert_all(args, d.decl());
