@@ -1,0 +1,228 @@
+// torch_cudajit C++ tests: the disk cache (csrc/cache.h). Keys (what changes them and what
+// does not), the file format (round trip, damage), hits and misses of compile_cached, and the
+// size bound. Compiles to CUBIN for sm_90, so no GPU is needed.
+#include "cache.h"
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+namespace {
+
+using cjtest::make_spec_key;
+using cjtest::number_sig;
+using cjtest::tensor_sig;
+
+const char* kScale = R"(
+template <typename T>
+__global__ void scale(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < x.size(0)) out[i] = a * x[i];
+}
+)";
+
+std::vector<InstantiationRequest> requests_for(TypeCode dtype) {
+  return {{"scale", make_spec_key(90, {tensor_sig(dtype, 1), tensor_sig(dtype, 1), number_sig(ArgKind::kFloat)}), ""}};
+}
+
+CompileOptions options_with(std::vector<std::string> extra) {
+  CompileOptions o;
+  o.arch = 90;
+  o.extra = std::move(extra);
+  return o;
+}
+
+std::string make_temp_dir() {
+  char tmpl[] = "/tmp/cj_cache_test_XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  EXPECT_NE(dir, nullptr);
+  return dir ? dir : "/tmp";
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+// Points the process-wide cache at a fresh folder for one test, then restores it.
+class CacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = DiskCache::instance().settings();
+    dir_ = make_temp_dir() + "/cache";
+    DiskCache::instance().configure({true, dir_, int64_t(1) << 30});
+  }
+  void TearDown() override { DiskCache::instance().configure(saved_); }
+
+  std::vector<std::string> entry_files() const {
+    std::vector<std::string> out;
+    std::string cmd = "ls " + dir_ + "/*.cj 2>/dev/null";
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+      char line[4096];
+      while (fgets(line, sizeof(line), p)) {
+        std::string s(line);
+        if (!s.empty() && s.back() == '\n') s.pop_back();
+        out.push_back(s);
+      }
+      pclose(p);
+    }
+    return out;
+  }
+
+  CacheSettings saved_;
+  std::string dir_;
+};
+
+TEST_F(CacheTest, KeyIgnoresOptionOrderButNotOptions) {
+  Program program(kScale);
+  const auto req = requests_for(TypeCode::kFloat);
+  DiskCache& c = DiskCache::instance();
+  const std::string base = c.key(program, req, options_with({"-DA=1", "-DB=2"}));
+  EXPECT_EQ(base.size(), 64u);
+  EXPECT_EQ(c.key(program, req, options_with({"-DB=2", "-DA=1"})), base);
+  struct Case {
+    const char* what;
+    std::string key;
+  };
+  CompileOptions debug = options_with({"-DA=1", "-DB=2"});
+  debug.debug = true;
+  CompileOptions sm80 = options_with({"-DA=1", "-DB=2"});
+  sm80.arch = 80;
+  CompileOptions cxx20 = options_with({"-DA=1", "-DB=2"});
+  cxx20.std = "c++20";
+  const Case changed[] = {
+      {"another define", c.key(program, req, options_with({"-DA=1", "-DB=3"}))},
+      {"debug", c.key(program, req, debug)},
+      {"another architecture", c.key(program, req, sm80)},
+      {"another standard", c.key(program, req, cxx20)},
+      {"another specialization", c.key(program, requests_for(TypeCode::kDouble), options_with({"-DA=1", "-DB=2"}))},
+      {"another source", c.key(Program(std::string(kScale) + "\n// edited\n"), req, options_with({"-DA=1", "-DB=2"}))},
+  };
+  for (const auto& k : changed) {
+    SCOPED_TRACE(k.what);
+    EXPECT_NE(k.key, base);
+  }
+}
+
+TEST_F(CacheTest, KeyFollowsIncludedHeadersAndIncludeOrder) {
+  const std::string root = make_temp_dir();
+  ASSERT_EQ(mkdir((root + "/a").c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((root + "/b").c_str(), 0700), 0);
+  write_text(root + "/a/outer.h", "#include \"inner.h\"\n");
+  write_text(root + "/a/inner.h", "#define V 1\n");
+  write_text(root + "/b/outer.h", "#define V 2\n");
+  Program program("#include \"outer.h\"\n__global__ void k(float* o) { o[0] = V; }\n");
+  const std::vector<InstantiationRequest> req = {{"k", make_spec_key(90, {tensor_sig(TypeCode::kFloat, 1)}), ""}};
+  DiskCache& c = DiskCache::instance();
+  const std::string ab = c.key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"}));
+  EXPECT_EQ(c.key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"})), ab);
+  EXPECT_NE(c.key(program, req, options_with({"-I" + root + "/b", "-I" + root + "/a"})), ab);
+  write_text(root + "/a/inner.h", "#define V 3\n");  // a header included by a header
+  EXPECT_NE(c.key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"})), ab);
+}
+
+TEST_F(CacheTest, SerializationRoundTrips) {
+  Program program(kScale);
+  CompiledProgram compiled = program.compile(requests_for(TypeCode::kHalf), options_with({}));
+  const std::string payload = serialize_compiled("k1", compiled);
+  auto back = deserialize_compiled("k1", payload);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->target, compiled.target);
+  EXPECT_EQ(back->cubin, compiled.cubin);
+  EXPECT_EQ(back->ptx, compiled.ptx);
+  EXPECT_EQ(back->options, compiled.options);
+  EXPECT_EQ(back->lowered_names, compiled.lowered_names);
+  EXPECT_EQ(back->name_expressions, compiled.name_expressions);
+  ASSERT_EQ(back->probes.size(), compiled.probes.size());
+  for (size_t i = 0; i < compiled.probes[0].size(); ++i) {
+    SCOPED_TRACE("probe " + std::to_string(i));
+    EXPECT_EQ(back->probes[0][i].code, compiled.probes[0][i].code);
+    EXPECT_EQ(back->probes[0][i].size, compiled.probes[0][i].size);
+    EXPECT_EQ(back->probes[0][i].align, compiled.probes[0][i].align);
+  }
+  EXPECT_FALSE(deserialize_compiled("k2", payload).has_value()) << "stored under another key";
+  for (size_t cut : {size_t(0), size_t(10), payload.size() / 2, payload.size() - 1}) {
+    SCOPED_TRACE("cut at " + std::to_string(cut));
+    EXPECT_FALSE(deserialize_compiled("k1", payload.substr(0, cut)).has_value());
+  }
+}
+
+TEST_F(CacheTest, CompileCachedMissesThenHits) {
+  Program program(kScale);
+  const auto req = requests_for(TypeCode::kFloat);
+  const uint64_t hits = DiskCache::instance().counters().hits, misses = DiskCache::instance().counters().misses;
+  CacheOutcome outcome;
+  CompiledProgram first = compile_cached(program, req, options_with({}), true, &outcome);
+  EXPECT_EQ(outcome, CacheOutcome::kMiss);
+  CompiledProgram second = compile_cached(program, req, options_with({}), true, &outcome);
+  EXPECT_EQ(outcome, CacheOutcome::kHit);
+  EXPECT_EQ(second.cubin, first.cubin);
+  EXPECT_EQ(second.lowered_names, first.lowered_names);
+  compile_cached(program, req, options_with({}), false, &outcome);
+  EXPECT_EQ(outcome, CacheOutcome::kBypassed);
+  EXPECT_EQ(DiskCache::instance().counters().hits - hits, 1u);
+  EXPECT_EQ(DiskCache::instance().counters().misses - misses, 1u);
+  ASSERT_EQ(entry_files().size(), 1u);
+  struct stat st;
+  ASSERT_EQ(stat(dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+TEST_F(CacheTest, DamagedFilesAreIgnored) {
+  Program program(kScale);
+  const auto req = requests_for(TypeCode::kFloat);
+  DiskCache& c = DiskCache::instance();
+  const std::string key = c.key(program, req, options_with({}));
+  compile_cached(program, req, options_with({}), true);
+  const std::string path = dir_ + "/" + key + ".cj";
+  std::string good;
+  {
+    std::ifstream f(path, std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(good.size(), 100u);
+  std::string flipped = good;
+  flipped[good.size() - 7] ^= 0x5a;
+  const std::pair<const char*, std::string> cases[] = {
+      {"empty", ""}, {"truncated", good.substr(0, good.size() - 1)},
+      {"flipped byte", flipped}, {"foreign", std::string(200, 'z')}};
+  for (const auto& [what, bytes] : cases) {
+    SCOPED_TRACE(what);
+    write_text(path, bytes);
+    EXPECT_FALSE(c.load(key).has_value());
+  }
+  write_text(path, good);
+  EXPECT_TRUE(c.load(key).has_value());
+  chmod(path.c_str(), 0666);
+  EXPECT_FALSE(c.load(key).has_value()) << "writable by others";
+}
+
+TEST_F(CacheTest, SizeBoundEvictsLeastRecentlyUsed) {
+  Program program(kScale);
+  compile_cached(program, requests_for(TypeCode::kFloat), options_with({}), true);
+  const auto files = entry_files();
+  ASSERT_EQ(files.size(), 1u);
+  struct stat st;
+  ASSERT_EQ(stat(files[0].c_str(), &st), 0);
+  DiskCache::instance().configure({true, dir_, st.st_size + st.st_size / 2});
+  compile_cached(program, requests_for(TypeCode::kDouble), options_with({}), true);
+  EXPECT_EQ(entry_files().size(), 1u) << "room for one entry only";
+  CacheInfo info = DiskCache::instance().info();
+  EXPECT_EQ(info.entries, 1);
+  EXPECT_LE(info.bytes, st.st_size + st.st_size / 2 + 4096);
+  CacheInfo cleared = DiskCache::instance().clear();
+  EXPECT_EQ(cleared.removed, 1);
+  EXPECT_TRUE(entry_files().empty());
+}
+
+}  // namespace
+}  // namespace torch_cudajit
