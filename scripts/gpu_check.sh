@@ -29,3 +29,7 @@ if [[ $STEP == all || $STEP == bench ]]; then
   echo "== benchmarks"
   python3 benchmarks/launch_overhead.py 2>&1 | tee "$OUT/bench_launch.log"
 fi
+if [[ $STEP == all || $STEP == bench || $STEP == cache ]]; then
+  echo "== cache benchmarks"
+  python3 benchmarks/cache.py 2>&1 | tee "$OUT/bench_cache.log"
+fi

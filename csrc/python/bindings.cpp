@@ -323,6 +323,27 @@ PYBIND11_MODULE(_C, m) {
              return compile_key(d, key);
            }, py::arg("args"), py::arg("arch") = 0)
       .def_property_readonly("cache_counters", [](const Dispatcher& d) { return counters_dict(d.cache_counters()); })
+      .def("compile_inputs", [](Dispatcher& d, py::tuple args, int arch) {
+             // What NVRTC is given for these arguments: the generated source, the options
+             // and the name expressions (inspection and the bare-NVRTC benchmark).
+             std::vector<Arg> conv = convert_all(args, d.decl());
+             int device = 0;
+             SpecKey key = d.make_key(conv.data(), conv.size(), &device, arch);
+             const std::vector<InstantiationRequest> req = {{d.decl().name, key, d.options().template_args}};
+             CompileOptions o = d.options().compile;
+             o.arch = key.arch;
+             py::list names;
+             for (const auto& inst : d.program().instantiations(req)) {
+               names.append(inst.kernel_expression);
+               for (const auto& p : inst.probe_expressions) names.append(p);
+             }
+             py::dict out;
+             out["source"] = d.program().generated_source(req);
+             out["filename"] = d.program().filename();
+             out["options"] = d.program().nvrtc_options(o);
+             out["name_expressions"] = names;
+             return out;
+           }, py::arg("args"), py::arg("arch") = 0)
       .def("specializations", &Dispatcher::specializations)
       .def("forall_block", [](Dispatcher& d, py::tuple args) {
              std::vector<Arg> conv = convert_all(args, d.decl());
