@@ -19,7 +19,7 @@ def cuda_include_dir():
     raise RuntimeError("torch_cudajit: cannot find cuda.h and nvrtc.h; set CUDA_HOME or install the CUDA toolkit")
 
 
-sources = sorted(glob.glob("csrc/*.cpp")) + ["csrc/python/bindings.cpp"]
+sources = sorted(glob.glob("csrc/*.cpp")) + sorted(glob.glob("csrc/ops/*.cpp")) + ["csrc/python/bindings.cpp"]
 
 setup(
     name="torch_cudajit",

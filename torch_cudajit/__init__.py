@@ -14,6 +14,7 @@ from ._errors import CompileError
 from ._extensions import Extension, Params
 from ._kernel import Kernel, KernelModule, SpecializedKernel, CompiledKernel, Parameter, jit
 from . import cache
+from . import _fake  # noqa: F401  (fake implementations for torch.compile)
 
 __all__ = [
     "jit",

@@ -105,10 +105,20 @@ class _Launch:
     _fixed = None
 
     def __getitem__(self, config):
+        if torch.compiler.is_compiling():
+            # Under torch.compile the launch is a cudajit::launch op in the graph.
+            return _OpLauncher(self._kernel, config)
         try:
             return self._launchers[config]
         except (KeyError, TypeError):
             return self._configure(config)
+
+    @property
+    def op(self) -> "_OpIndexer":
+        """Launches through the cudajit::launch op (``kernel.op[grid, block](*args)``): the
+        path torch.compile records and TorchScript runs. Eager code is faster through
+        ``kernel[grid, block]``."""
+        return _OpIndexer(self._kernel)
 
     def _configure(self, config):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -146,6 +156,73 @@ class _Launch:
         if not isinstance(ntasks, int) or ntasks < 1:
             raise ValueError(f"forall: ntasks must be a positive int, got {ntasks!r}")
         return _ForAll(self, ntasks, stream, shared_mem)
+
+
+def _dims(value, what: str, kernel: str) -> list:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value, 1, 1]
+    if isinstance(value, (tuple, list)) and 1 <= len(value) <= 3 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value) + [1] * (3 - len(value))
+    raise TypeError(f"kernel '{kernel}': {what} must be an int or a tuple of 1 to 3 ints, "
+                    f"got {value!r}")
+
+
+class _OpIndexer:
+    def __init__(self, kernel: "Kernel"):
+        self._kernel = kernel
+
+    def __getitem__(self, config):
+        return _OpLauncher(self._kernel, config)
+
+
+class _OpLauncher:
+    """kernel[grid, block] as a call of torch.ops.cudajit.launch: written tensors (non-const
+    parameters) in the output slots, read-only tensors in ``inputs``, numbers in ``scalars``."""
+
+    def __init__(self, kernel: "Kernel", config):
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise ValueError(f"kernel '{kernel.name}': the launch configuration must be "
+                             f"[grid, block] or [grid, block, stream, shared_mem]; got {config!r}")
+        if len(config) > 2 and config[2] is not None:
+            raise ValueError(f"kernel '{kernel.name}': the op path launches on the current "
+                             f"stream; use `with torch.cuda.stream(s):` instead of a stream in "
+                             f"the launch configuration")
+        shared_mem = config[3] if len(config) > 3 else 0
+        if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or shared_mem < 0:
+            raise ValueError(f"kernel '{kernel.name}': shared_mem must be an int >= 0, got {shared_mem!r}")
+        self._kernel = kernel
+        self._grid = _dims(config[0], "grid", kernel.name)
+        self._block = _dims(config[1], "block", kernel.name)
+        self._shared_mem = shared_mem
+
+    def __call__(self, *args, **kwargs):
+        k = self._kernel
+        if kwargs:
+            args = k._bind(args, kwargs)
+        roles = k._op_roles
+        if len(args) != len(roles):
+            raise TypeError(f"kernel '{k.name}' takes {len(roles)} argument(s), got {len(args)}")
+        outs, ins, scalars = [], [], []
+        for i, value in enumerate(args):
+            role = roles[i]
+            if role == "scalar":
+                if isinstance(value, torch.Tensor) or not isinstance(value, (int, float, bool, complex)):
+                    raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
+                                    f"number on the op path (torch.compile, TorchScript); got "
+                                    f"{type(value).__name__}")
+                scalars.append(value)
+            elif not isinstance(value, torch.Tensor):
+                raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
+                                f"tensor; got {type(value).__name__}")
+            elif role == "output":
+                outs.append(value)
+            else:
+                ins.append(value)
+        slots = outs[:4] + [None] * (4 - min(len(outs), 4))
+        torch.ops.cudajit.launch.default(k.script_object, slots[0], slots[1], slots[2], slots[3],
+                                         outs[4:], ins, scalars, self._grid, self._block,
+                                         self._shared_mem)
 
 
 class _ExtensionLauncher:
@@ -202,15 +279,29 @@ class Kernel(_Launch):
         self._name = name
         params = program.params(name)
         self._params = tuple(Parameter(**p) for p in params)
-        self._core = _C.Dispatcher(program, name, list(options["options"]), options["std"],
-                                   options["debug"], options["lineinfo"], options["template_args"],
-                                   options.get("cache", True))
+        # The kernel's TorchScript object (torch.classes.cudajit.Kernel) owns the dispatcher:
+        # eager launches, torch.compile graphs and scripted modules share compiled code.
+        self._script_object = torch.classes.cudajit.Kernel(
+            program.source, name, list(options["options"]), options["std"], options["debug"],
+            options["lineinfo"], options["template_args"], options.get("cache", True))
+        self._core = _C.dispatcher_of(self._script_object)
         for ext in extensions:
             if not hasattr(ext, "prepare_args"):
                 raise TypeError(f"extensions: {ext!r} has no prepare_args method")
         self._extensions = tuple(extensions)
         self._launchers: dict = {}
         self._kernel = self
+        # How each parameter travels through the cudajit::launch op (see _OpLauncher).
+        self._op_roles = tuple(
+            ("input" if p.is_const else "output") if p.kind in ("array", "pointer") else "scalar"
+            for p in self._params)
+
+    # -- the op family -------------------------------------------------------------------------
+    @property
+    def script_object(self):
+        """This kernel as a ``torch.classes.cudajit.Kernel``: store it on a module to call
+        ``torch.ops.cudajit.launch`` from TorchScript, or to save the module with the kernel."""
+        return self._script_object
 
     # -- reflection -------------------------------------------------------------------------
     @property

@@ -7,7 +7,10 @@
 
 #include <pybind11/stl.h>
 
+#include <torch/csrc/jit/python/pybind_utils.h>
+
 #include "../cuda_api.h"
+#include "../ops/kernel_object.h"
 #include "../dispatcher.h"
 #include "../program.h"
 
@@ -280,6 +283,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("cache_prune", [](int64_t max_bytes) { return info_dict(DiskCache::instance().prune(max_bytes)); },
         py::arg("max_bytes") = -1);
   m.def("cache_counters", [] { return counters_dict(DiskCache::instance().counters()); });
+
+  // The Dispatcher inside a torch.classes.cudajit.Kernel: the Python Kernel launches through
+  // it, so the eager path and the op path share every compiled specialization.
+  m.def("dispatcher_of", [](py::object script_object) {
+    auto type = c10::getCustomClassType<c10::intrusive_ptr<KernelObject>>();
+    c10::IValue v = torch::jit::toIValue(script_object, type);
+    return v.toCustomClass<KernelObject>()->dispatcher_ptr();
+  });
 
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
       .def(py::init<std::string, std::string>(), py::arg("source"), py::arg("filename") = "kernel.cu")

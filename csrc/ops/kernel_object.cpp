@@ -1,0 +1,171 @@
+// torch_cudajit: the TorchScript kernel object and the binding of op arguments to kernel
+// parameters (see kernel_object.h).
+#include "kernel_object.h"
+
+#include "../sha256.h"
+
+#include <torch/custom_class.h>
+
+#include <sstream>
+
+namespace torch_cudajit {
+namespace {
+
+std::array<int64_t, 3> dims3(c10::IntArrayRef v, const char* what, const std::string& kernel) {
+  TORCH_CHECK_VALUE(!v.empty() && v.size() <= 3, "torch_cudajit: ", what, " of kernel '", kernel,
+                    "' must have 1 to 3 entries, got ", v.size(), " (", v, ").");
+  std::array<int64_t, 3> d{1, 1, 1};
+  for (size_t i = 0; i < v.size(); ++i) d[i] = v[i];
+  return d;
+}
+
+Arg scalar_arg(const c10::Scalar& s) {
+  Arg a;
+  if (s.isBoolean()) {
+    a.kind = ArgKind::kBool;
+    a.i = s.toBool();
+  } else if (s.isIntegral(/*includeBool=*/false)) {
+    a.kind = ArgKind::kInt;
+    a.i = s.toLong();
+  } else if (s.isComplex()) {
+    a.kind = ArgKind::kComplex;
+    auto c = s.toComplexDouble();
+    a.d = c.real();
+    a.imag = c.imag();
+  } else {
+    a.kind = ArgKind::kFloat;
+    a.d = s.toDouble();
+  }
+  return a;
+}
+
+}  // namespace
+
+KernelObject::KernelObject(std::string source, std::string name, std::vector<std::string> options,
+                           std::string std, bool debug, bool lineinfo, std::string template_args,
+                           bool cache)
+    : source_(std::move(source)),
+      name_(std::move(name)),
+      std_(std::move(std)),
+      template_args_(std::move(template_args)),
+      options_(std::move(options)),
+      debug_(debug),
+      lineinfo_(lineinfo),
+      cache_(cache) {
+  KernelOptions o;
+  o.compile.extra = options_;
+  o.compile.std = std_;
+  o.compile.debug = debug_;
+  o.compile.lineinfo = lineinfo_;
+  o.template_args = template_args_;
+  o.cache = cache_;
+  dispatcher_ = std::make_shared<Dispatcher>(std::make_shared<const Program>(source_), name_, o);
+  for (const Param& p : dispatcher_->decl().params) {
+    if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer)
+      roles_.push_back(p.is_const ? OpRole::kInput : OpRole::kOutput);
+    else
+      roles_.push_back(OpRole::kScalar);  // kScalar, and kAuto (numbers only on this path)
+  }
+  Sha256 h;
+  h.field(source_).field(name_).field(std_).field(template_args_);
+  h.field(debug_ ? "debug" : "").field(lineinfo_ ? "lineinfo" : "");
+  for (const auto& opt : options_) h.field(opt);
+  fingerprint_ = h.hex_digest().substr(0, 16);
+}
+
+KernelObject::KernelObject(const State& s)
+    : KernelObject(std::get<0>(s), std::get<1>(s), std::get<2>(s), std::get<3>(s), std::get<4>(s),
+                   std::get<5>(s), std::get<6>(s), std::get<7>(s)) {}
+
+KernelObject::State KernelObject::state() const {
+  return State(source_, name_, options_, std_, debug_, lineinfo_, template_args_, cache_);
+}
+
+void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,
+                          at::TensorList inputs, c10::ArrayRef<c10::Scalar> scalars,
+                          c10::IntArrayRef grid, c10::IntArrayRef block, int64_t shared_mem) {
+  const auto& params = dispatcher_->decl().params;
+  Arg args[kMaxParams];
+  // Outputs fill the slots in order; a gap (None before a tensor) would shift parameters.
+  size_t n_slots = 0;
+  while (n_slots < kOpOutputSlots && slots[n_slots]->has_value()) ++n_slots;
+  for (size_t i = n_slots; i < kOpOutputSlots; ++i)
+    TORCH_CHECK_VALUE(!slots[i]->has_value(), "torch_cudajit: cudajit::launch of kernel '", name_,
+                      "': out", i, " is given but out", n_slots,
+                      " is None; fill the output slots in order.");
+  TORCH_CHECK_VALUE(more_outputs.empty() || n_slots == kOpOutputSlots,
+                    "torch_cudajit: cudajit::launch of kernel '", name_,
+                    "': more_outputs is used before out0..out3 are all given.");
+  size_t n_out = 0, n_in = 0, n_scalar = 0;
+  for (OpRole r : roles_) {
+    if (r == OpRole::kOutput) ++n_out;
+    else if (r == OpRole::kInput) ++n_in;
+    else ++n_scalar;
+  }
+  const size_t got_out = n_slots + more_outputs.size();
+  if (got_out != n_out || inputs.size() != n_in || scalars.size() != n_scalar) {
+    std::ostringstream os;
+    os << "torch_cudajit: cudajit::launch of kernel '" << name_ << "' got " << got_out
+       << " output tensor(s), " << inputs.size() << " input tensor(s) and " << scalars.size()
+       << " scalar(s); the kernel takes " << n_out << ", " << n_in << " and " << n_scalar
+       << ". Its parameters:";
+    for (size_t i = 0; i < params.size(); ++i)
+      os << "\n  " << params[i].type << " " << params[i].name << " ("
+         << (roles_[i] == OpRole::kOutput ? "output: written"
+             : roles_[i] == OpRole::kInput ? "input: const, read only" : "scalar")
+         << ")";
+    TORCH_CHECK_VALUE(false, os.str());
+  }
+  size_t o = 0, in = 0, sc = 0;
+  for (size_t i = 0; i < roles_.size(); ++i) {
+    switch (roles_[i]) {
+      case OpRole::kOutput: {
+        const at::Tensor& t = o < kOpOutputSlots ? **slots[o] : more_outputs[o - kOpOutputSlots];
+        ++o;
+        args[i].kind = ArgKind::kTensor;
+        args[i].tensor = &t;
+        break;
+      }
+      case OpRole::kInput:
+        args[i].kind = ArgKind::kTensor;
+        args[i].tensor = &inputs[in++];
+        break;
+      case OpRole::kScalar:
+        args[i] = scalar_arg(scalars[sc++]);
+        break;
+    }
+  }
+  LaunchConfig cfg;
+  cfg.grid = dims3(grid, "grid", name_);
+  cfg.block = dims3(block, "block", name_);
+  cfg.shared_mem = shared_mem;
+  dispatcher_->launch(args, roles_.size(), cfg);
+}
+
+void ensure_kernel_class() {
+  using KernelPtr = c10::intrusive_ptr<KernelObject>;
+  static const bool registered = [] {
+    torch::class_<KernelObject>("cudajit", "Kernel")
+        .def(torch::init<std::string, std::string, std::vector<std::string>, std::string, bool,
+                         bool, std::string, bool>())
+        .def("name", [](const KernelPtr& k) { return k->name(); })
+        .def("source", [](const KernelPtr& k) { return k->source(); })
+        .def("fingerprint", [](const KernelPtr& k) { return k->fingerprint(); })
+        .def("__eq__", [](const KernelPtr& a, const KernelPtr& b) {
+          return a->fingerprint() == b->fingerprint();
+        })
+        // torch.compile guards on this on every call: keep it small (no source text). The
+        // keys are the attributes of the Python FakeKernel (torch_cudajit/_fake.py).
+        .def("__obj_flatten__",
+             [](const KernelPtr& k) {
+               return std::make_tuple(std::make_tuple(std::string("kernel_name"), k->name()),
+                                      std::make_tuple(std::string("key"), k->fingerprint()));
+             })
+        .def_pickle([](const KernelPtr& k) { return k->state(); },
+                    [](KernelObject::State s) { return c10::make_intrusive<KernelObject>(s); });
+    return true;
+  }();
+  (void)registered;
+}
+
+}  // namespace torch_cudajit

@@ -1,0 +1,70 @@
+// torch_cudajit: the TorchScript custom class torch.classes.cudajit.Kernel. It holds what
+// defines a kernel (source, name, options), pickles as exactly that, and owns the Dispatcher
+// that compiles and launches it. The cudajit::launch op takes one as its first argument.
+#pragma once
+
+#include "../dispatcher.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Optional.h>
+#include <torch/custom_class.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace torch_cudajit {
+
+/// How the op family passes one kernel parameter: tensors the kernel may write go in the
+/// op's mutable output slots, read-only tensors (const element type) in `inputs`, and numbers
+/// in `scalars`. This is what lets the schema say which tensors are written.
+enum class OpRole : uint8_t { kOutput, kInput, kScalar };
+
+/// The cudajit op's fixed output slots (out0..out3); further outputs go in `more_outputs`.
+constexpr size_t kOpOutputSlots = 4;
+
+/// A kernel as a TorchScript object.
+class KernelObject : public torch::CustomClassHolder {
+ public:
+  /// What pickling keeps: source, name, NVRTC options, C++ standard, debug, lineinfo,
+  /// explicit template arguments, use of the disk cache.
+  using State = std::tuple<std::string, std::string, std::vector<std::string>, std::string, bool,
+                           bool, std::string, bool>;
+
+  KernelObject(std::string source, std::string name, std::vector<std::string> options,
+               std::string std, bool debug, bool lineinfo, std::string template_args,
+               bool cache);
+  explicit KernelObject(const State& state);
+
+  State state() const;
+  const std::string& name() const { return name_; }
+  const std::string& source() const { return source_; }
+  /// 16 hex characters of SHA-256 over the state: equal kernels have equal fingerprints.
+  const std::string& fingerprint() const { return fingerprint_; }
+  /// The role of each parameter, in declaration order.
+  const std::vector<OpRole>& roles() const { return roles_; }
+  Dispatcher& dispatcher() { return *dispatcher_; }
+  /// The Python Kernel shares this dispatcher, so both launch paths share compiled code.
+  const std::shared_ptr<Dispatcher>& dispatcher_ptr() const { return dispatcher_; }
+
+  /// Binds the op's arguments to the parameters and launches on the current stream.
+  void launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,
+              at::TensorList inputs, c10::ArrayRef<c10::Scalar> scalars, c10::IntArrayRef grid,
+              c10::IntArrayRef block, int64_t shared_mem);
+
+ private:
+  std::string source_, name_, std_, template_args_;
+  std::vector<std::string> options_;
+  bool debug_ = false, lineinfo_ = false, cache_ = true;
+  std::string fingerprint_;
+  std::vector<OpRole> roles_;
+  std::shared_ptr<Dispatcher> dispatcher_;
+};
+
+/// Registers torch.classes.cudajit.Kernel once. Every registration block calls it first:
+/// static initializers of different files run in no fixed order, and an impl's schema
+/// inference needs the class to exist.
+void ensure_kernel_class();
+
+}  // namespace torch_cudajit

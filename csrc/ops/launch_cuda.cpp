@@ -1,0 +1,24 @@
+// torch_cudajit: the CUDA implementation of cudajit::launch. One key lookup and the launch,
+// on the current stream of the tensors' device (so CUDA graph capture records it).
+#include "kernel_object.h"
+
+#include <torch/library.h>
+
+namespace {
+
+void launch_cuda(const c10::intrusive_ptr<torch_cudajit::KernelObject>& k,
+                 const std::optional<at::Tensor>& out0, const std::optional<at::Tensor>& out1,
+                 const std::optional<at::Tensor>& out2, const std::optional<at::Tensor>& out3,
+                 at::TensorList more_outputs, at::TensorList inputs,
+                 c10::ArrayRef<c10::Scalar> scalars, c10::IntArrayRef grid,
+                 c10::IntArrayRef block, int64_t shared_mem) {
+  const std::optional<at::Tensor>* const slots[torch_cudajit::kOpOutputSlots] = {&out0, &out1, &out2, &out3};
+  k->launch(slots, more_outputs, inputs, scalars, grid, block, shared_mem);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(cudajit, CUDA, m) {
+  torch_cudajit::ensure_kernel_class();
+  m.impl("launch", &launch_cuda);
+}

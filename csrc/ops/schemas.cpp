@@ -1,0 +1,20 @@
+// torch_cudajit: the cudajit op family's schemas, in one place (the custom class they take is
+// defined in kernel_object.cpp). The
+// implementations register per dispatch key (launch_cuda.cpp); the fake (meta) implementation
+// is Python's (torch_cudajit/_fake.py), since tracing hands it a fake kernel object that only
+// exists in Python.
+#include "kernel_object.h"
+
+#include <torch/library.h>
+
+TORCH_LIBRARY(cudajit, m) {
+  torch_cudajit::ensure_kernel_class();  // torch.classes.cudajit.Kernel
+
+  // Launches kernel `k`. Tensors the kernel writes (non-const parameters) go in out0..out3 and
+  // then more_outputs, in parameter order; read-only tensors (const element type) in inputs;
+  // numbers in scalars. The annotations tell torch.compile and TorchScript what is written.
+  m.def(
+      "launch(__torch__.torch.classes.cudajit.Kernel k, Tensor(a!)? out0, Tensor(b!)? out1, "
+      "Tensor(c!)? out2, Tensor(d!)? out3, Tensor(e!)[] more_outputs, Tensor[] inputs, "
+      "Scalar[] scalars, SymInt[] grid, SymInt[] block, SymInt shared_mem=0) -> ()");
+}

@@ -1,0 +1,43 @@
+"""Fake (meta) registrations of the cudajit op family, for torch.compile and torch.export.
+
+Tracing replaces a torch.classes.cudajit.Kernel by a FakeKernel built from its
+``__obj_flatten__`` output, and runs the op's fake implementation on fake tensors: it checks
+the arguments' shape of the call and touches no data. The op returns nothing; what it writes
+is declared by the schema's (a!) annotations."""
+from __future__ import annotations
+
+import torch
+
+from ._loader import _C  # noqa: F401  (registers the op family and the class)
+
+
+@torch._library.register_fake_class("cudajit::Kernel")
+class FakeKernel:
+    """What tracing knows of a kernel: its name and a fingerprint of its definition."""
+
+    def __init__(self, kernel_name: str, key: str):
+        self.kernel_name = kernel_name
+        self.key = key
+
+    @classmethod
+    def __obj_unflatten__(cls, flat):
+        return cls(**dict(flat))
+
+    def name(self) -> str:
+        return self.kernel_name
+
+    def fingerprint(self) -> str:
+        return self.key
+
+    def source(self) -> str:
+        raise RuntimeError("cudajit::Kernel.source() is not available while tracing; read it "
+                           "from the kernel before torch.compile")
+
+
+@torch.library.register_fake("cudajit::launch")
+def _launch_fake(k, out0, out1, out2, out3, more_outputs, inputs, scalars, grid, block,
+                 shared_mem=0):
+    if not 1 <= len(grid) <= 3 or not 1 <= len(block) <= 3:
+        raise ValueError(f"cudajit::launch: grid and block need 1 to 3 entries, got {list(grid)} "
+                         f"and {list(block)}")
+    return None
