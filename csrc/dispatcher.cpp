@@ -416,6 +416,33 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
   return out;
 }
 
+CompiledProgram Dispatcher::compile_detached(const SpecKey& key, CacheOutcome* outcome) const {
+  CompileOptions opts = options_.compile;
+  opts.arch = key.arch;
+  return compile_cached(*program_, {{decl_->name, key, options_.template_args}}, opts,
+                        options_.cache, outcome);
+}
+
+std::shared_ptr<Specialization> Dispatcher::adopt(const SpecKey& key,
+                                                  std::shared_ptr<const CompiledProgram> compiled,
+                                                  CacheOutcome outcome) {
+  TORCH_INTERNAL_ASSERT(compiled && compiled->lowered_names.size() == 1 &&
+                            compiled->probes.size() == 1 &&
+                            compiled->probes[0].size() == key.size,
+                        "adopt: a compile of one instantiation with ", key.size, " parameters expected");
+  if (outcome == CacheOutcome::kHit) counters_.hits++;
+  if (outcome == CacheOutcome::kMiss) counters_.misses++;
+  std::shared_ptr<Specialization> spec = build(key, compiled, 0);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second.get();  // compiled meanwhile: keep the first
+  std::promise<std::shared_ptr<Specialization>> ready;
+  ready.set_value(spec);
+  cache_.emplace(key, ready.get_future().share());
+  order_.push_back(spec);
+  return spec;
+}
+
 std::shared_ptr<Specialization> Dispatcher::get(const SpecKey& key) {
   if (auto hit = lookup(key)) return hit;
   return compile_many({key})[0];

@@ -98,6 +98,14 @@ class Dispatcher {
   std::shared_ptr<Specialization> get(const SpecKey& key);
   /// Compiles several keys in one NVRTC invocation (keys already compiled are reused).
   std::vector<std::shared_ptr<Specialization>> compile_many(const std::vector<SpecKey>& keys);
+  /// Compiles a key (through the disk cache) without keeping the result: what a worker
+  /// process of Kernel.precompile sends back to its parent.
+  CompiledProgram compile_detached(const SpecKey& key, CacheOutcome* outcome) const;
+  /// Makes a compile done elsewhere (a worker process) the specialization of `key`; returns
+  /// the existing one when the key is already compiled. `outcome` feeds the cache counters.
+  std::shared_ptr<Specialization> adopt(const SpecKey& key,
+                                        std::shared_ptr<const CompiledProgram> compiled,
+                                        CacheOutcome outcome);
   /// All compiled specializations, in compile order.
   std::vector<std::shared_ptr<Specialization>> specializations() const;
 

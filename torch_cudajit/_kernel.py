@@ -367,8 +367,8 @@ class Kernel(_Launch):
         spec = self._core.compile(bound, 0 if arch is None else _arch_number(arch))
         return CompiledKernel(spec)
 
-    def precompile(self, specs, *, arch=None, threads: int | None = None,
-                   progress: bool | None = None) -> list:
+    def precompile(self, specs, *, arch=None, workers: int | None = None,
+                   processes: bool | None = None, progress: bool | None = None) -> list:
         """Compiles many specializations in parallel, e.g. to warm the disk cache in a
         container build.
 
@@ -377,7 +377,10 @@ class Kernel(_Launch):
                 arguments or a dict of keyword arguments. With ``arch`` the tensors may be on
                 any device (meta tensors cost nothing).
             arch: the target architecture (90, "sm_90" or (9, 0)); default: the current GPU.
-            threads: compiler threads (default: one per CPU, at most one per entry).
+            workers: parallel compiles (default: one per CPU, at most one per entry).
+            processes: compile in forked worker processes (default where fork exists). NVRTC
+                stops scaling at a few threads per process; processes keep scaling. Results
+                come back to this process either way, and go to the disk cache.
             progress: draw a progress bar on stderr (default: for 8 or more entries when
                 stderr is a terminal).
         Returns the CompiledKernel of each entry, in order. If some entries fail, all the
@@ -396,12 +399,17 @@ class Kernel(_Launch):
                 raise TypeError(f"precompile: specs[{i}] must be a tuple of arguments or a dict "
                                 f"of keyword arguments, got {type(entry).__name__}")
             bound.append(tuple(coerce(a) for a in args))
-        if threads is not None and (not isinstance(threads, int) or threads < 1):
-            raise ValueError(f"precompile: threads must be a positive int, got {threads!r}")
-        arch_number = 0 if arch is None else _arch_number(arch)
+        if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
+                                    or workers < 1):
+            raise ValueError(f"precompile: workers must be a positive int, got {workers!r}")
+        if arch is None:
+            # Worker processes never touch CUDA: they get the architecture, not the device.
+            arch_number = _C.device_compute_capability(torch.cuda.current_device())
+        else:
+            arch_number = _arch_number(arch)
         from ._precompile import run_parallel
-        specs_out = run_parallel(lambda a: self._core.compile(a, arch_number), bound,
-                                 threads=threads, progress=progress,
+        specs_out = run_parallel(self._core, bound, arch_number, workers=workers,
+                                 processes=processes, progress=progress,
                                  label=f"torch_cudajit: compiling {self.name}")
         return [CompiledKernel(s) for s in specs_out]
 

@@ -1,11 +1,21 @@
-"""A thread pool with a progress bar, for Kernel.precompile. Compiles release the GIL in C++,
-so threads give real parallelism."""
+"""Parallel compiles for Kernel.precompile, with a progress bar.
+
+NVRTC compiles in one process stop scaling after a few threads (measured on a 16-CPU H200
+host: 32 compiles take 0.42 s on 4 threads and 0.67 s on 8, but 0.22 s in 16 processes), so
+the default runs forked worker processes. A worker only compiles (NVRTC, the disk cache) and
+never touches CUDA; it sends the serialized result back and this process adopts it. A worker
+that fails leaves the entry to this process, which compiles it again and raises the error
+with all its detail."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+# What forked workers read: set just before the pool forks, cleared after.
+_JOB = None
 
 
 class _Bar:
@@ -32,27 +42,70 @@ class _Bar:
         sys.stderr.flush()
 
 
-def run_parallel(fn, items, *, threads=None, progress=None, label="compiling"):
-    """fn(item) for every item on a thread pool; results in order. Every item runs even when
-    some fail; the first failure (in item order) is raised at the end."""
-    items = list(items)
-    if not items:
-        return []
-    if threads is None:
-        threads = os.cpu_count() or 1
-    threads = max(1, min(threads, len(items)))
-    if progress is None:
-        progress = len(items) >= 8 and sys.stderr.isatty()
-    bar = _Bar(len(items), label, bool(progress))
+def _compile_in_worker(i: int):
+    core, bound, arch = _JOB
+    try:
+        data, outcome = core.compile_serialized(bound[i], arch)
+        return i, data, outcome
+    except BaseException:  # the parent compiles it again and raises the real error
+        return i, None, 0
 
-    def one(item):
+
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def run_parallel(core, bound, arch: int, *, workers=None, processes=None, progress=None,
+                 label="compiling"):
+    """Compiles every argument tuple of `bound` for `arch` with `core` (a _C.Dispatcher);
+    returns the specializations in order, raising the first failure after all have run."""
+    global _JOB
+    if not bound:
+        return []
+    if workers is None:
+        workers = os.cpu_count() or 1
+    workers = max(1, min(workers, len(bound)))
+    if progress is None:
+        progress = len(bound) >= 8 and sys.stderr.isatty()
+    if processes is None:
+        processes = workers > 1 and _can_fork()
+    bar = _Bar(len(bound), label, bool(progress))
+
+    def in_process(args):
         try:
-            return fn(item)
+            return core.compile(args, arch)
         finally:
             bar.step()
 
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        futures = [pool.submit(one, item) for item in items]
+    todo = [i for i, args in enumerate(bound) if not core.is_compiled(args, arch)]
+    if processes and workers > 1 and len(todo) > 1:
+        _JOB = (core, bound, arch)
+        try:
+            with multiprocessing.get_context("fork").Pool(min(workers, len(todo))) as pool:
+                for i, data, outcome in pool.imap_unordered(_compile_in_worker, todo):
+                    if data is not None:
+                        core.adopt_serialized(bound[i], arch, data, outcome)
+                        bar.step()
+        finally:
+            _JOB = None
+        # Entries a worker could not compile (errors) run here, to raise with full detail.
+        leftover = [i for i in todo if not core.is_compiled(bound[i], arch)]
+        already = len(bound) - len(leftover)
+        bar.done = already
+        results = {}
+        errors = []
+        for i in leftover:
+            try:
+                results[i] = in_process(bound[i])
+            except Exception as e:  # noqa: BLE001 - re-raised below
+                errors.append(e)
+        if errors:
+            raise errors[0]
+        return [results[i] if i in results else core.compile(args, arch)
+                for i, args in enumerate(bound)]
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(in_process, args) for args in bound]
     errors = [f.exception() for f in futures if f.exception() is not None]
     if errors:
         raise errors[0]

@@ -355,6 +355,34 @@ PYBIND11_MODULE(_C, m) {
              out["name_expressions"] = names;
              return out;
            }, py::arg("args"), py::arg("arch") = 0)
+      // Kernel.precompile's worker processes: compile and send back bytes; the parent adopts.
+      .def("compile_serialized", [](Dispatcher& d, py::tuple args, int arch) {
+             std::vector<Arg> conv = convert_all(args, d.decl());
+             SpecKey key = d.make_key(conv.data(), conv.size(), nullptr, arch);
+             CacheOutcome outcome;
+             CompiledProgram compiled;
+             {
+               py::gil_scoped_release release;
+               compiled = d.compile_detached(key, &outcome);
+             }
+             return py::make_tuple(py::bytes(serialize_compiled("precompile", compiled)),
+                                   static_cast<int>(outcome));
+           }, py::arg("args"), py::arg("arch"))
+      .def("adopt_serialized", [](Dispatcher& d, py::tuple args, int arch, py::bytes data,
+                                  int outcome) {
+             std::vector<Arg> conv = convert_all(args, d.decl());
+             SpecKey key = d.make_key(conv.data(), conv.size(), nullptr, arch);
+             auto compiled = deserialize_compiled("precompile", std::string(data));
+             TORCH_CHECK(compiled.has_value(), "torch_cudajit: a precompile worker sent back a "
+                         "damaged result for kernel '", d.decl().name, "'");
+             return d.adopt(key, std::make_shared<const CompiledProgram>(std::move(*compiled)),
+                            static_cast<CacheOutcome>(outcome));
+           }, py::arg("args"), py::arg("arch"), py::arg("data"), py::arg("outcome"))
+      .def("is_compiled", [](Dispatcher& d, py::tuple args, int arch) {
+             std::vector<Arg> conv = convert_all(args, d.decl());
+             int device = 0;
+             return d.lookup(d.make_key(conv.data(), conv.size(), &device, arch)) != nullptr;
+           }, py::arg("args"), py::arg("arch") = 0)
       .def("specializations", &Dispatcher::specializations)
       .def("forall_block", [](Dispatcher& d, py::tuple args) {
              std::vector<Arg> conv = convert_all(args, d.decl());

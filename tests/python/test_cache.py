@@ -379,13 +379,14 @@ def test_cli(cache_dir):
     assert r.returncode != 0 and "not a size: 'huge'" in r.stderr
 
 
-def test_precompile_in_parallel(cache_dir):
+@pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
+def test_precompile_in_parallel(cache_dir, processes):
     k = cj.jit(SCALE)
     specs = [(torch.empty(8, dtype=d, device="meta"), torch.empty(8, dtype=d, device="meta"), 2.0)
              for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16)]
     specs.append(dict(out=torch.empty(4, dtype=torch.int32, device="meta"),
                       x=torch.empty(4, dtype=torch.int32, device="meta"), a=3))
-    compiled = k.precompile(specs, arch="sm_90", threads=3, progress=False)
+    compiled = k.precompile(specs, arch="sm_90", workers=3, processes=processes, progress=False)
     assert [c.signature for c in compiled] == [
         "(Array<float32, 1, contiguous>, Array<const float32, 1, contiguous>, float)",
         "(Array<float64, 1, contiguous>, Array<const float64, 1, contiguous>, float)",
@@ -395,12 +396,19 @@ def test_precompile_in_parallel(cache_dir):
     ]
     assert (k.cache_hits, k.cache_misses) == (0, 5)
     assert len(entries(cache_dir)) == 5
+    assert len(k.signatures) == 5  # adopted by this process: launching needs no compile
+    again = k.precompile(specs, arch="sm_90", workers=3, processes=processes, progress=False)
+    assert [c.cubin for c in again] == [c.cubin for c in compiled]
+    assert (k.cache_hits, k.cache_misses) == (0, 5)  # the in-memory tier answered
+    fresh = cj.jit(SCALE)
+    fresh.precompile(specs, arch="sm_90", workers=3, processes=processes, progress=False)
+    assert (fresh.cache_hits, fresh.cache_misses) == (5, 0)
 
 
 def test_precompile_progress_bar(cache_dir, capsys):
     k = cj.jit(SCALE)
     specs = [(torch.empty(n, device="meta"), torch.empty(n, device="meta"), 1.0) for n in (1, 2)]
-    k.precompile(specs, arch="sm_90", threads=2, progress=True)
+    k.precompile(specs, arch="sm_90", workers=2, progress=True)
     err = capsys.readouterr().err
     assert "torch_cudajit: compiling scale [" in err and "2/2" in err
 
@@ -411,14 +419,15 @@ def test_precompile_rejects_bad_specs():
         k.precompile("float32")
     with pytest.raises(TypeError, match=r"specs\[1\] must be a tuple"):
         k.precompile([(torch.empty(1), torch.empty(1), 1.0), 5], arch="sm_90")
-    with pytest.raises(ValueError, match="threads must be a positive int, got 0"):
-        k.precompile([], threads=0)
+    with pytest.raises(ValueError, match="workers must be a positive int, got 0"):
+        k.precompile([], workers=0, arch="sm_90")
 
 
-def test_precompile_reports_the_first_failure_after_compiling_the_rest(cache_dir):
+@pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
+def test_precompile_reports_the_first_failure_after_compiling_the_rest(cache_dir, processes):
     k = cj.jit(SCALE)
     good = (torch.empty(8, device="meta"), torch.empty(8, device="meta"), 1.0)
     bad = (torch.empty(8, device="meta"), torch.empty(8, dtype=torch.float64, device="meta"), 1.0)
     with pytest.raises(cj.CompileError):
-        k.precompile([bad, good], arch="sm_90", threads=2, progress=False)
+        k.precompile([bad, good], arch="sm_90", workers=2, processes=processes, progress=False)
     assert len(k.signatures) == 1
