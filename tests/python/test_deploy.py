@@ -1,0 +1,38 @@
+"""The deploy example (examples/deploy): a C++ program with no Python loads the scripted model
+and reproduces the Python output bit for bit. CI builds the program (scripts/test.sh, through
+CMake); running it needs a GPU."""
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def deploy_binary():
+    env = os.environ.get("TORCH_CUDAJIT_DEPLOY_BIN")
+    if env:
+        return env
+    found = sorted(glob.glob(os.path.join(REPO, "build", "*", "examples", "deploy",
+                                          "torch_cudajit_deploy")), key=os.path.getmtime)
+    return found[-1] if found else None
+
+
+@pytest.mark.gpu
+def test_cpp_program_reproduces_python_bitwise(tmp_path):
+    binary = deploy_binary()
+    if binary is None:
+        pytest.skip("examples/deploy is not built (the CMake build of scripts/test.sh builds it)")
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    subprocess.run([sys.executable, os.path.join(REPO, "examples", "deploy", "export.py"),
+                    str(tmp_path)], check=True, env=env, timeout=300)
+    # The C++ process has no Python: the environment variable keeps it off our PYTHONPATH too.
+    r = subprocess.run([binary, str(tmp_path / "model.pt"), str(tmp_path / "data.pt")],
+                       capture_output=True, text=True, timeout=300,
+                       env={k: v for k, v in env.items() if k != "PYTHONPATH"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "bitwise identical to Python: yes" in r.stdout
