@@ -500,6 +500,12 @@ std::string DiskCache::key(const Program& program, const std::vector<Instantiati
     else others.push_back(o);
   }
   std::sort(others.begin(), others.end());
+  // Linked files count by content: relinking after an edit must miss.
+  h.field("link");
+  for (const auto& path : options.link) {
+    std::string data;
+    h.field(path).field(read_file(path, data) ? sha256_hex(data) : "unreadable");
+  }
   h.field("options");
   for (const auto& o : others) h.field(o);
   h.field("include dirs");

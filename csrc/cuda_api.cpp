@@ -66,6 +66,56 @@ NvrtcApi load_nvrtc() {
   return t;
 }
 
+std::vector<std::string> nvjitlink_candidates() {
+  std::vector<std::string> out;
+  const char* names[] = {"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so"};
+  {
+    std::lock_guard<std::mutex> lock(search_path_mutex());
+    for (const auto& dir : search_paths())
+      for (const char* n : names) out.push_back(dir + "/" + n);
+  }
+  for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
+    if (const char* v = std::getenv(env))
+      for (const char* n : names) out.push_back(std::string(v) + "/lib64/" + n);
+  }
+  for (const char* n : names) out.push_back(n);
+  for (const char* n : names) out.push_back(std::string("/usr/local/cuda/lib64/") + n);
+  return out;
+}
+
+NvJitLinkApi load_nvjitlink() {
+  NvJitLinkApi t;
+  void* handle = nullptr;
+  std::ostringstream tried;
+  for (const auto& c : nvjitlink_candidates()) {
+    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (handle) {
+      t.library_path = c;
+      break;
+    }
+    tried << "\n  " << c;
+  }
+  TORCH_CHECK(handle != nullptr,
+              "torch_cudajit: could not load nvJitLink (libnvJitLink.so), which link=[...] needs. "
+              "Tried:", tried.str(),
+              "\nInstall the CUDA toolkit or the nvidia-nvjitlink wheel, or set CUDA_HOME.");
+  // The exported names carry the library's version: __nvJitLinkCreate_13_0.
+  auto find = [&](const char* name) -> void* {
+    for (const char* suffix : {"_13_0", "_12_0"}) {
+      std::string versioned = std::string("__") + name + suffix;
+      if (void* p = dlsym(handle, versioned.c_str())) return p;
+    }
+    return dlsym(handle, name);
+  };
+#define CJ_LOAD_LINK(name)                                                                \
+  t.name = reinterpret_cast<decltype(t.name)>(find(#name));                               \
+  TORCH_CHECK(t.name != nullptr, "torch_cudajit: ", t.library_path, " has no entry point " #name \
+              "; nvJitLink 12.0 or newer is required.");
+  CJ_NVJITLINK_FUNCTIONS(CJ_LOAD_LINK)
+#undef CJ_LOAD_LINK
+  return t;
+}
+
 struct DriverState {
   DriverApi api;
   std::string error;  // empty when the driver loaded and initialized
@@ -125,6 +175,11 @@ void add_library_search_path(const std::string& dir) {
 
 const NvrtcApi& nvrtc() {
   static const NvrtcApi table = load_nvrtc();
+  return table;
+}
+
+const NvJitLinkApi& nvjitlink() {
+  static const NvJitLinkApi table = load_nvjitlink();
   return table;
 }
 
@@ -200,6 +255,11 @@ void throw_api_error(const char* api, CUresult result, const char* file, int lin
 void throw_api_error(const char* api, nvrtcResult result, const char* file, int line) {
   TORCH_CHECK(false, "torch_cudajit: ", api, " failed with ", nvrtc().nvrtcGetErrorString(result),
               " (code ", static_cast<int>(result), ") at ", file, ":", line);
+}
+
+void throw_api_error(const char* api, nvJitLinkResult result, const char* file, int line) {
+  TORCH_CHECK(false, "torch_cudajit: ", api, " failed with nvJitLink error ",
+              static_cast<int>(result), " at ", file, ":", line);
 }
 
 }  // namespace detail

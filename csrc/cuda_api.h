@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <nvJitLink.h>
 #include <nvrtc.h>
 
 #include <string>
@@ -26,7 +27,24 @@
   X(nvrtcGetPTXSize)               \
   X(nvrtcGetPTX)                   \
   X(nvrtcGetCUBINSize)             \
-  X(nvrtcGetCUBIN)
+  X(nvrtcGetCUBIN)                 \
+  X(nvrtcGetLTOIRSize)             \
+  X(nvrtcGetLTOIR)
+
+// nvJitLink's entry points carry a version suffix in the library (__nvJitLinkCreate_13_0);
+// the table holds them under their plain names.
+#define CJ_NVJITLINK_FUNCTIONS(X) \
+  X(nvJitLinkCreate)              \
+  X(nvJitLinkDestroy)             \
+  X(nvJitLinkAddData)             \
+  X(nvJitLinkAddFile)             \
+  X(nvJitLinkComplete)            \
+  X(nvJitLinkGetLinkedCubinSize)  \
+  X(nvJitLinkGetLinkedCubin)      \
+  X(nvJitLinkGetErrorLogSize)     \
+  X(nvJitLinkGetErrorLog)         \
+  X(nvJitLinkGetInfoLogSize)      \
+  X(nvJitLinkGetInfoLog)
 
 #define CJ_DRIVER_FUNCTIONS(X)                    \
   X(cuInit)                                       \
@@ -50,7 +68,12 @@
   X(cuLaunchKernel)                               \
   X(cuLaunchCooperativeKernel)                    \
   X(cuOccupancyMaxPotentialBlockSize)             \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuLibraryGetGlobal)                           \
+  X(cuMemcpyDtoH)                                 \
+  X(cuMemcpyHtoD)                                 \
+  X(cuStreamSynchronize)                          \
+  X(cuStreamIsCapturing)
 
 namespace torch_cudajit {
 namespace detail {
@@ -68,8 +91,18 @@ struct DriverApi {
 #undef CJ_DECLARE_POINTER
 };
 
+/// Function-pointer table for nvJitLink, filled from libnvJitLink on first use.
+struct NvJitLinkApi {
+#define CJ_DECLARE_LINK_POINTER(name) decltype(&::name) name = nullptr;
+  CJ_NVJITLINK_FUNCTIONS(CJ_DECLARE_LINK_POINTER)
+#undef CJ_DECLARE_LINK_POINTER
+  std::string library_path;
+};
+
 /// Loads NVRTC on first call; throws, saying where it looked, when it cannot be found.
 const NvrtcApi& nvrtc();
+/// Loads nvJitLink on first call (for kernels with link=[...]); throws, saying where it looked.
+const NvJitLinkApi& nvjitlink();
 /// Loads the CUDA driver and calls cuInit on first call; throws when there is no driver.
 const DriverApi& driver();
 /// True when a CUDA driver can be loaded and initialized (no exception).
@@ -91,12 +124,16 @@ std::vector<int> nvrtc_supported_archs();
 
 [[noreturn]] void throw_api_error(const char* api, CUresult result, const char* file, int line);
 [[noreturn]] void throw_api_error(const char* api, nvrtcResult result, const char* file, int line);
+[[noreturn]] void throw_api_error(const char* api, nvJitLinkResult result, const char* file, int line);
 
 inline void check_result(CUresult r, const char* api, const char* file, int line) {
   if (r != CUDA_SUCCESS) throw_api_error(api, r, file, line);
 }
 inline void check_result(nvrtcResult r, const char* api, const char* file, int line) {
   if (r != NVRTC_SUCCESS) throw_api_error(api, r, file, line);
+}
+inline void check_result(nvJitLinkResult r, const char* api, const char* file, int line) {
+  if (r != NVJITLINK_SUCCESS) throw_api_error(api, r, file, line);
 }
 
 // One forwarding function per entry point, so that CJ_CHECK(name, args...) reads like a call.
@@ -107,8 +144,13 @@ namespace api {
 #define CJ_FORWARD_DRIVER(name) \
   template <class... A>         \
   inline auto name(A&&... a) { return ::torch_cudajit::detail::driver().name(std::forward<A>(a)...); }
+#define CJ_FORWARD_LINK(name) \
+  template <class... A>       \
+  inline auto name(A&&... a) { return ::torch_cudajit::detail::nvjitlink().name(std::forward<A>(a)...); }
 CJ_NVRTC_FUNCTIONS(CJ_FORWARD_NVRTC)
 CJ_DRIVER_FUNCTIONS(CJ_FORWARD_DRIVER)
+CJ_NVJITLINK_FUNCTIONS(CJ_FORWARD_LINK)
+#undef CJ_FORWARD_LINK
 #undef CJ_FORWARD_NVRTC
 #undef CJ_FORWARD_DRIVER
 }  // namespace api

@@ -7,6 +7,7 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -555,11 +556,143 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
   CUstream stream = cfg.has_stream
                         ? cfg.stream
                         : c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
-  CJ_CHECK(cuLaunchKernel, reinterpret_cast<CUfunction>(kernel.handle()),
-           static_cast<unsigned>(cfg.grid[0]), static_cast<unsigned>(cfg.grid[1]),
-           static_cast<unsigned>(cfg.grid[2]), static_cast<unsigned>(cfg.block[0]),
-           static_cast<unsigned>(cfg.block[1]), static_cast<unsigned>(cfg.block[2]),
-           static_cast<unsigned>(cfg.shared_mem), stream, ptrs, nullptr);
+  if (program_->cooperative()) {
+    // A grid-wide barrier needs every block resident at once: a larger grid would hang.
+    TORCH_CHECK_VALUE(lim.cooperative_launch, "torch_cudajit: kernel '", decl_->name,
+                      "' synchronizes the whole grid, but device ", device,
+                      " does not support cooperative launches.");
+    const int64_t blocks = cfg.grid[0] * cfg.grid[1] * cfg.grid[2];
+    const int per_sm = kernel.max_active_blocks_per_sm(static_cast<int>(threads),
+                                                       static_cast<size_t>(cfg.shared_mem));
+    const int64_t max_blocks = int64_t(per_sm) * lim.multiprocessors;
+    TORCH_CHECK_VALUE(blocks <= max_blocks, "torch_cudajit: kernel '", decl_->name,
+                      "' synchronizes the whole grid, so all its blocks must be resident at "
+                      "once; the grid has ", blocks, " blocks but at most ", max_blocks, " (",
+                      per_sm, " per SM x ", lim.multiprocessors, " SMs) fit with ", threads,
+                      " threads and ", cfg.shared_mem, " bytes of dynamic shared memory per "
+                      "block. Launch at most kernel.max_cooperative_grid_blocks(block) blocks.");
+    CJ_CHECK(cuLaunchCooperativeKernel, kernel.function(), static_cast<unsigned>(cfg.grid[0]),
+             static_cast<unsigned>(cfg.grid[1]), static_cast<unsigned>(cfg.grid[2]),
+             static_cast<unsigned>(cfg.block[0]), static_cast<unsigned>(cfg.block[1]),
+             static_cast<unsigned>(cfg.block[2]), static_cast<unsigned>(cfg.shared_mem), stream,
+             ptrs);
+  } else {
+    CJ_CHECK(cuLaunchKernel, reinterpret_cast<CUfunction>(kernel.handle()),
+             static_cast<unsigned>(cfg.grid[0]), static_cast<unsigned>(cfg.grid[1]),
+             static_cast<unsigned>(cfg.grid[2]), static_cast<unsigned>(cfg.block[0]),
+             static_cast<unsigned>(cfg.block[1]), static_cast<unsigned>(cfg.block[2]),
+             static_cast<unsigned>(cfg.shared_mem), stream, ptrs, nullptr);
+  }
+  if (options_.compile.debug) check_debug_record(kernel, stream);
+}
+
+namespace {
+
+// The device's CjDebugRecord (torch_cudajit/include/cj/cj.cuh), field for field.
+struct DebugRecord {
+  uint32_t kind;
+  uint32_t line;
+  uint32_t thread[3];
+  uint32_t block[3];
+  int32_t dim;
+  int32_t rank;
+  int64_t index;
+  int64_t shape[8];
+  char file[128];
+  char message[256];
+};
+static_assert(sizeof(DebugRecord) == 496, "DebugRecord must match CjDebugRecord in cj.cuh");
+
+}  // namespace
+
+KernelAssertionError::KernelAssertionError(std::string message, std::string kernel_name,
+                                           std::string file, int line,
+                                           std::array<unsigned, 3> thread,
+                                           std::array<unsigned, 3> block, bool bounds,
+                                           int64_t index, int dim, std::vector<int64_t> shape)
+    : c10::Error(std::move(message), /*backtrace=*/nullptr),
+      kernel_name_(std::move(kernel_name)),
+      file_(std::move(file)),
+      line_(line),
+      thread_(thread),
+      block_(block),
+      bounds_(bounds),
+      index_(index),
+      dim_(dim),
+      shape_(std::move(shape)) {}
+
+void Dispatcher::check_debug_record(LoadedKernel& kernel, CUstream stream) {
+  // Reading the record needs a synchronization, which a CUDA graph capture forbids.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CJ_CHECK(cuStreamIsCapturing, stream, &capture);
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return;
+  const auto [ptr, size] = kernel.library().global("cj_debug_record");
+  if (ptr == 0 || size != sizeof(DebugRecord)) return;
+  CJ_CHECK(cuStreamSynchronize, stream);
+  DebugRecord r;
+  CJ_CHECK(cuMemcpyDtoH, &r, ptr, sizeof(r));
+  if (r.kind == 0) return;
+  const DebugRecord cleared{};
+  CJ_CHECK(cuMemcpyHtoD, ptr, &cleared, sizeof(cleared));
+  r.file[sizeof(r.file) - 1] = 0;
+  r.message[sizeof(r.message) - 1] = 0;
+  std::ostringstream where;
+  where << r.file << ":" << r.line << " in thread (" << r.thread[0] << ", " << r.thread[1] << ", "
+        << r.thread[2] << ") of block (" << r.block[0] << ", " << r.block[1] << ", " << r.block[2]
+        << ")";
+  std::ostringstream os;
+  std::vector<int64_t> shape;
+  if (r.kind == 1) {
+    const int rank = std::max(0, std::min<int>(r.rank, 8));
+    shape.assign(r.shape, r.shape + rank);
+    os << "torch_cudajit: kernel '" << decl_->name << "' indexed out of bounds at " << where.str()
+       << ": index " << r.index << " is outside dimension " << r.dim << " of size "
+       << (r.dim >= 0 && r.dim < rank ? r.shape[r.dim] : -1) << " of an array of shape [";
+    for (int d = 0; d < rank; ++d) os << (d ? ", " : "") << r.shape[d];
+    os << "]. The access was not performed; the CUDA context is still usable.";
+  } else {
+    std::string text(r.message);
+    const size_t sep = text.find('\x1f');
+    const std::string condition = sep == std::string::npos ? text : text.substr(0, sep);
+    const std::string message = sep == std::string::npos ? "" : text.substr(sep + 1);
+    os << "torch_cudajit: kernel '" << decl_->name << "' failed cj_assert(" << condition
+       << ") at " << where.str() << ": " << message
+       << ". The CUDA context is still usable.";
+  }
+  throw KernelAssertionError(os.str(), decl_->name, r.file, static_cast<int>(r.line),
+                             {r.thread[0], r.thread[1], r.thread[2]},
+                             {r.block[0], r.block[1], r.block[2]}, r.kind == 1, r.index, r.dim,
+                             std::move(shape));
+}
+
+KernelResources Dispatcher::resources(Specialization& spec, int device) {
+  c10::cuda::OptionalCUDAGuard guard;
+  if (c10::cuda::current_device() != device) guard.set_index(static_cast<c10::DeviceIndex>(device));
+  ensure_context(device);
+  LoadedKernel& k = spec.loaded();
+  KernelResources r;
+  r.regs_per_thread = k.attribute(CU_FUNC_ATTRIBUTE_NUM_REGS, device);
+  r.shared_mem_per_block = k.attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, device);
+  r.const_mem_size = k.attribute(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, device);
+  r.local_mem_per_thread = k.attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, device);
+  r.max_threads_per_block = k.attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device);
+  return r;
+}
+
+int64_t Dispatcher::max_cooperative_grid_blocks(Specialization& spec, int device, int threads,
+                                                int64_t dynamic_shared) {
+  TORCH_CHECK_VALUE(threads >= 1, "torch_cudajit: block must have at least 1 thread, got ", threads);
+  TORCH_CHECK_VALUE(dynamic_shared >= 0, "torch_cudajit: dynamic_shared_mem must be >= 0, got ",
+                    dynamic_shared);
+  c10::cuda::OptionalCUDAGuard guard;
+  if (c10::cuda::current_device() != device) guard.set_index(static_cast<c10::DeviceIndex>(device));
+  ensure_context(device);
+  LoadedKernel& k = spec.loaded();
+  k.device_state(device);
+  if (dynamic_shared > k.device_state(device).dynamic_shared_limit)
+    k.reserve_dynamic_shared(device, static_cast<int>(dynamic_shared));
+  return int64_t(k.max_active_blocks_per_sm(threads, static_cast<size_t>(dynamic_shared))) *
+         device_limits(device).multiprocessors;
 }
 
 void Dispatcher::launch(const Arg* args, size_t n, const LaunchConfig& cfg) {

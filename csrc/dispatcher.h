@@ -78,6 +78,43 @@ struct Specialization {
   std::shared_ptr<LoadedKernel> loaded_;
 };
 
+/// A failed bounds check or cj_assert in a debug-mode launch (jit(..., debug=True)). The
+/// message names the kernel, the source file and line, the thread and block and, for bounds,
+/// the index, the dimension and the array's shape. The CUDA context stays usable.
+class KernelAssertionError : public c10::Error {
+ public:
+  KernelAssertionError(std::string message, std::string kernel_name, std::string file, int line,
+                       std::array<unsigned, 3> thread, std::array<unsigned, 3> block,
+                       bool bounds, int64_t index, int dim, std::vector<int64_t> shape);
+  const std::string& kernel_name() const { return kernel_name_; }
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }
+  const std::array<unsigned, 3>& thread() const { return thread_; }
+  const std::array<unsigned, 3>& block() const { return block_; }
+  bool bounds() const { return bounds_; }
+  int64_t index() const { return index_; }
+  int dim() const { return dim_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+
+ private:
+  std::string kernel_name_, file_;
+  int line_;
+  std::array<unsigned, 3> thread_, block_;
+  bool bounds_;
+  int64_t index_;
+  int dim_;
+  std::vector<int64_t> shape_;
+};
+
+/// Resource use of a compiled kernel on a device (numba's get_regs_per_thread & co.).
+struct KernelResources {
+  int regs_per_thread = 0;
+  int shared_mem_per_block = 0;  ///< static shared memory, bytes
+  int const_mem_size = 0;        ///< bytes
+  int local_mem_per_thread = 0;  ///< bytes
+  int max_threads_per_block = 0;
+};
+
 /// Compiles, caches and launches one __global__ function of a Program.
 class Dispatcher {
  public:
@@ -115,6 +152,14 @@ class Dispatcher {
   void launch(const Arg* args, size_t n, const LaunchConfig& cfg);
   /// Block size chosen by the occupancy API for 1-D launches of a specialization.
   int forall_block(Specialization& spec, int device);
+  /// Registers, memory and the thread limit of a specialization on a device.
+  KernelResources resources(Specialization& spec, int device);
+  /// The most blocks of `threads` threads (with `dynamic_shared` bytes each) that can be
+  /// resident at once on a device: the largest grid a cooperative launch may use.
+  int64_t max_cooperative_grid_blocks(Specialization& spec, int device, int threads,
+                                      int64_t dynamic_shared);
+  /// True for kernels with a grid-wide barrier, launched with cuLaunchCooperativeKernel.
+  bool cooperative() const { return program_->cooperative(); }
   /// Disk-cache hits and misses of this kernel's compiles.
   const CacheCounters& cache_counters() const { return counters_; }
 
@@ -122,6 +167,8 @@ class Dispatcher {
   std::shared_ptr<Specialization> build(const SpecKey& key,
                                         const std::shared_ptr<const CompiledProgram>& compiled,
                                         size_t index) const;
+  /// Debug mode: waits for the launch and raises KernelAssertionError for a failed check.
+  void check_debug_record(LoadedKernel& kernel, CUstream stream);
   [[noreturn]] void fail_param(size_t i, const std::string& what) const;  // TypeError
   [[noreturn]] void fail_value(size_t i, const std::string& what) const;  // ValueError
 

@@ -65,6 +65,13 @@ CUkernel LoadedLibrary::get_kernel(const std::string& lowered_name) const {
   return k;
 }
 
+std::pair<CUdeviceptr, size_t> LoadedLibrary::global(const char* name) const {
+  CUdeviceptr ptr = 0;
+  size_t size = 0;
+  if (detail::driver().cuLibraryGetGlobal(&ptr, &size, library_, name) != CUDA_SUCCESS) return {0, 0};
+  return {ptr, size};
+}
+
 LoadedKernel::LoadedKernel(std::shared_ptr<LoadedLibrary> library, const std::string& lowered_name)
     : library_(std::move(library)), kernel_(library_->get_kernel(lowered_name)) {}
 
@@ -118,6 +125,26 @@ std::vector<size_t> LoadedKernel::driver_param_sizes() const {
     sizes.push_back(size);
   }
   return sizes;
+}
+
+int LoadedKernel::attribute(CUfunction_attribute attr, int device) const {
+  CUdevice dev;
+  CJ_CHECK(cuDeviceGet, &dev, device);
+  int value = 0;
+  CJ_CHECK(cuKernelGetAttribute, &value, attr, kernel_, dev);
+  return value;
+}
+
+CUfunction LoadedKernel::function() const {
+  CUfunction f;
+  CJ_CHECK(cuKernelGetFunction, &f, kernel_);
+  return f;
+}
+
+int LoadedKernel::max_active_blocks_per_sm(int threads, size_t dynamic_shared) const {
+  int blocks = 0;
+  CJ_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks, function(), threads, dynamic_shared);
+  return blocks;
 }
 
 }  // namespace torch_cudajit

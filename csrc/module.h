@@ -10,6 +10,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 namespace torch_cudajit {
 
@@ -42,6 +43,9 @@ class LoadedLibrary {
   LoadedLibrary& operator=(const LoadedLibrary&) = delete;
 
   CUkernel get_kernel(const std::string& lowered_name) const;
+  /// Device address and size of a __device__ variable in the current context ({0, 0} when
+  /// the module has no such symbol).
+  std::pair<CUdeviceptr, size_t> global(const char* name) const;
   const CompiledProgram& compiled() const { return *compiled_; }
 
  private:
@@ -71,6 +75,14 @@ class LoadedKernel {
   int forall_block(int device);
   /// Number of parameters and their sizes as the driver sees them.
   std::vector<size_t> driver_param_sizes() const;
+  /// A function attribute (CU_FUNC_ATTRIBUTE_*) on a device.
+  int attribute(CUfunction_attribute attr, int device) const;
+  /// Blocks of `threads` threads with `dynamic_shared` bytes that fit on one SM at once
+  /// (call with the device's context current).
+  int max_active_blocks_per_sm(int threads, size_t dynamic_shared) const;
+  /// The kernel as a CUfunction of the current context.
+  CUfunction function() const;
+  const LoadedLibrary& library() const { return *library_; }
 
  private:
   std::shared_ptr<LoadedLibrary> library_;

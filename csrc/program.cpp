@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <fstream>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
@@ -63,6 +64,12 @@ std::string find_cuda_include_dir() {
   if (nvrtc_path.find('/') != std::string::npos)
     candidates.push_back(dirname(dirname(nvrtc_path)) + "/include");
   candidates.push_back("/usr/local/cuda/include");
+  // Prefer a folder that also has libcu++ (CCCL), which cooperative_groups.h and the cuda/std
+  // headers need; NVIDIA's runtime wheels ship the CUDA headers without it.
+  for (const auto& c : candidates)
+    if (file_exists(c + "/cuda_fp16.h") &&
+        (file_exists(c + "/cccl/cuda/std/type_traits") || file_exists(c + "/cuda/std/type_traits")))
+      return c;
   for (const auto& c : candidates)
     if (file_exists(c + "/cuda_fp16.h")) return c;
   return "";
@@ -102,7 +109,11 @@ std::vector<std::string> default_include_dirs() {
               "'). Set TORCH_CUDAJIT_INCLUDE_DIR to the torch_cudajit/include folder.");
   dirs.push_back(pkg);
   std::string cuda = find_cuda_include_dir();
-  if (!cuda.empty()) dirs.push_back(cuda);
+  if (!cuda.empty()) {
+    // CUDA 13 keeps libcu++ (cuda/std/...) in include/cccl.
+    if (file_exists(cuda + "/cccl/cuda/std/type_traits")) dirs.push_back(cuda + "/cccl");
+    dirs.push_back(cuda);
+  }
   return dirs;
 }
 
@@ -124,6 +135,8 @@ Program::Program(std::string source, std::string filename)
     : source_(std::move(source)), filename_(std::move(filename)) {
   kernels_ = reflect_kernels(source_);
   rewritten_ = rewrite_layouts(source_, kernels_);
+  cooperative_ = source_.find("this_grid") != std::string::npos ||
+                 source_.find("grid_group") != std::string::npos;
 }
 
 const KernelDecl& Program::kernel(const std::string& name) const {
@@ -190,9 +203,74 @@ std::vector<std::string> Program::nvrtc_options(const CompileOptions& o) const {
     opts.push_back("-DCJ_DEBUG");
   }
   if (o.lineinfo) opts.push_back("-lineinfo");
+  if (!o.link.empty()) {
+    // Relocatable LTO-IR, which nvJitLink links (and optimizes) with the other inputs.
+    opts.push_back("-rdc=true");
+    opts.push_back("-dlto");
+  }
   opts.insert(opts.end(), o.extra.begin(), o.extra.end());
   return opts;
 }
+
+namespace {
+
+std::string extension_of(const std::string& path) {
+  size_t dot = path.rfind('.');
+  size_t slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
+  std::string ext = path.substr(dot);
+  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  TORCH_CHECK_VALUE(f.good(), "torch_cudajit: link file '", path,
+                    "' cannot be read; pass existing .cu, .ptx, .cubin, .fatbin, .ltoir, .o or .a "
+                    "files.");
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+std::string link_log(nvJitLinkHandle h) {
+  size_t size = 0;
+  std::string log;
+  if (detail::nvjitlink().nvJitLinkGetErrorLogSize(h, &size) == NVJITLINK_SUCCESS && size > 1) {
+    log.resize(size);
+    detail::nvjitlink().nvJitLinkGetErrorLog(h, &log[0]);
+  }
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+// Compiles a linked .cu file to LTO-IR with the kernel's options.
+std::string compile_cu_to_ltoir(const std::string& path, const std::vector<std::string>& options) {
+  const std::string text = read_whole_file(path);
+  nvrtcProgram prog = nullptr;
+  CJ_CHECK(nvrtcCreateProgram, &prog, text.c_str(), path.c_str(), 0, nullptr, nullptr);
+  struct Destroy {
+    nvrtcProgram* p;
+    ~Destroy() { detail::nvrtc().nvrtcDestroyProgram(p); }
+  } destroy{&prog};
+  std::vector<std::string> opts = options;
+  opts.push_back("-I" + dirname(path));
+  std::vector<const char*> argv;
+  for (const auto& o : opts) argv.push_back(o.c_str());
+  nvrtcResult r = detail::nvrtc().nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+  size_t log_size = 0;
+  CJ_CHECK(nvrtcGetProgramLogSize, prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size > 0) CJ_CHECK(nvrtcGetProgramLog, prog, &log[0]);
+  if (r != NVRTC_SUCCESS)
+    throw CompileError(path, opts[0].substr(6), opts, log, number_lines(text),
+                       "The link file '" + path + "' did not compile.\n");
+  size_t size = 0;
+  CJ_CHECK(nvrtcGetLTOIRSize, prog, &size);
+  std::string ir(size, '\0');
+  CJ_CHECK(nvrtcGetLTOIR, prog, &ir[0]);
+  return ir;
+}
+
+}  // namespace
 
 CompiledProgram Program::compile(const std::vector<InstantiationRequest>& requests,
                                  const CompileOptions& options) const {
@@ -234,6 +312,9 @@ CompiledProgram Program::compile(const std::vector<InstantiationRequest>& reques
     }
     throw CompileError(names, out.target, out.options, out.log, number_lines(source_), hint);
   }
+  if (!options.link.empty()) {
+    link(prog, requests, options, out);
+  } else {
   size_t ptx_size = 0;
   CJ_CHECK(nvrtcGetPTXSize, prog, &ptx_size);
   out.ptx.resize(ptx_size);
@@ -245,6 +326,7 @@ CompiledProgram Program::compile(const std::vector<InstantiationRequest>& reques
     CJ_CHECK(nvrtcGetCUBINSize, prog, &cubin_size);
     out.cubin.resize(cubin_size);
     CJ_CHECK(nvrtcGetCUBIN, prog, &out.cubin[0]);
+  }
   }
   for (const auto& inst : insts) {
     const char* lowered = nullptr;
@@ -259,6 +341,67 @@ CompiledProgram Program::compile(const std::vector<InstantiationRequest>& reques
     out.probes.push_back(std::move(probes));
   }
   return out;
+}
+
+void Program::link(nvrtcProgram prog, const std::vector<InstantiationRequest>& requests,
+                   const CompileOptions& options, CompiledProgram& out) const {
+  size_t ir_size = 0;
+  CJ_CHECK(nvrtcGetLTOIRSize, prog, &ir_size);
+  std::string ir(ir_size, '\0');
+  CJ_CHECK(nvrtcGetLTOIR, prog, &ir[0]);
+  // nvJitLink always produces machine code for the device's own architecture.
+  const std::string arch = "-arch=sm_" + std::to_string(options.arch);
+  const char* link_options[] = {arch.c_str(), "-lto"};
+  nvJitLinkHandle h = nullptr;
+  CJ_CHECK(nvJitLinkCreate, &h, 2u, link_options);
+  struct Destroy {
+    nvJitLinkHandle* h;
+    ~Destroy() { detail::nvjitlink().nvJitLinkDestroy(h); }
+  } destroy{&h};
+  std::string names;
+  for (const auto& r : requests)
+    if (names.find(r.kernel) == std::string::npos) names += (names.empty() ? "" : ", ") + r.kernel;
+  auto fail = [&](const std::string& what) {
+    throw CompileError(names, "sm_" + std::to_string(options.arch), out.options, link_log(h),
+                       number_lines(source_), what);
+  };
+  if (detail::nvjitlink().nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, ir.data(), ir.size(),
+                                           filename_.c_str()) != NVJITLINK_SUCCESS)
+    fail("nvJitLink rejected the kernel's own LTO-IR.\n");
+  for (const std::string& path : options.link) {
+    const std::string ext = extension_of(path);
+    nvJitLinkInputType type = NVJITLINK_INPUT_NONE;
+    if (ext == ".cu") {
+      const std::string lto = compile_cu_to_ltoir(path, out.options);
+      if (detail::nvjitlink().nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, lto.data(), lto.size(),
+                                               path.c_str()) != NVJITLINK_SUCCESS)
+        fail("nvJitLink rejected '" + path + "' (compiled to LTO-IR).\n");
+      continue;
+    }
+    if (ext == ".ptx") type = NVJITLINK_INPUT_PTX;
+    else if (ext == ".cubin") type = NVJITLINK_INPUT_CUBIN;
+    else if (ext == ".fatbin") type = NVJITLINK_INPUT_FATBIN;
+    else if (ext == ".ltoir") type = NVJITLINK_INPUT_LTOIR;
+    else if (ext == ".o") type = NVJITLINK_INPUT_OBJECT;
+    else if (ext == ".a") type = NVJITLINK_INPUT_LIBRARY;
+    TORCH_CHECK_VALUE(type != NVJITLINK_INPUT_NONE, "torch_cudajit: link file '", path,
+                      "' has the extension '", ext, "'; link= takes .cu, .ptx, .cubin, .fatbin, "
+                      ".ltoir, .o and .a files.");
+    const std::string data = read_whole_file(path);
+    if (detail::nvjitlink().nvJitLinkAddData(h, type, data.data(), data.size(), path.c_str()) !=
+        NVJITLINK_SUCCESS)
+      fail("nvJitLink rejected the link file '" + path + "'.\n");
+  }
+  if (detail::nvjitlink().nvJitLinkComplete(h) != NVJITLINK_SUCCESS)
+    fail("Linking failed: an undefined or duplicate device symbol, or inputs for another "
+         "architecture.\n");
+  size_t cubin_size = 0;
+  CJ_CHECK(nvJitLinkGetLinkedCubinSize, h, &cubin_size);
+  out.cubin.resize(cubin_size);
+  CJ_CHECK(nvJitLinkGetLinkedCubin, h, &out.cubin[0]);
+  out.has_cubin = true;
+  out.target = "sm_" + std::to_string(options.arch);
+  out.ptx.clear();  // LTO keeps no PTX
 }
 
 }  // namespace torch_cudajit

@@ -7,6 +7,8 @@
 #include "reflection.h"
 #include "specialization.h"
 
+#include <nvrtc.h>
+
 #include <c10/util/Exception.h>
 
 #include <memory>
@@ -41,6 +43,9 @@ struct CompileOptions {
   std::string std = "c++17";
   bool debug = false;     ///< -G and bounds-checked cj::Array
   bool lineinfo = false;  ///< -lineinfo
+  /// Files linked into the kernel with nvJitLink (.cu, .ptx, .cubin, .fatbin, .ltoir, .o, .a).
+  /// Non-empty: the kernel compiles to LTO-IR and is linked with link-time optimization.
+  std::vector<std::string> link;
 };
 
 /// One kernel instantiation asked of a compile.
@@ -84,16 +89,24 @@ class Program {
   std::vector<Instantiation> instantiations(const std::vector<InstantiationRequest>& requests) const;
   /// The NVRTC option list for these options (deterministic, canonical order).
   std::vector<std::string> nvrtc_options(const CompileOptions& options) const;
-  /// Compiles; throws CompileError when NVRTC rejects the source or an instantiation.
+  /// Compiles; throws CompileError when NVRTC rejects the source or an instantiation, or
+  /// when nvJitLink cannot link the `link` files.
   CompiledProgram compile(const std::vector<InstantiationRequest>& requests,
                           const CompileOptions& options) const;
+  /// True when a kernel uses a grid-wide barrier (cooperative_groups::this_grid / grid_group):
+  /// such kernels are launched with cuLaunchCooperativeKernel.
+  bool cooperative() const { return cooperative_; }
 
  private:
   std::string generated_source(const std::vector<InstantiationRequest>& requests,
                                const std::vector<Instantiation>& insts) const;
+  /// The nvJitLink stage of a compile with CompileOptions::link.
+  void link(nvrtcProgram prog, const std::vector<InstantiationRequest>& requests,
+            const CompileOptions& options, CompiledProgram& out) const;
 
   std::string source_, filename_, rewritten_;
   std::vector<KernelDecl> kernels_;
+  bool cooperative_ = false;
 };
 
 /// Formats source with right-aligned line numbers ("  3 | code").

@@ -10,7 +10,7 @@
     saxpy[blocks, threads](out, x, 2.0)
 """
 from ._loader import _C
-from ._errors import CompileError
+from ._errors import CompileError, KernelAssertionError, LowOccupancyWarning
 from ._extensions import Extension, Params
 from ._kernel import Kernel, KernelModule, SpecializedKernel, CompiledKernel, Parameter, jit
 from . import cache
@@ -26,6 +26,8 @@ __all__ = [
     "Extension",
     "Params",
     "CompileError",
+    "KernelAssertionError",
+    "LowOccupancyWarning",
     "nvrtc_version",
     "cache",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -10,6 +11,7 @@ import torch
 
 from ._args import coerce, stream_handle
 from ._extensions import Extension, Params
+from ._inspect import sass_of, split_signature
 from ._loader import _C
 
 _DTYPE_TO_CPP = {
@@ -47,23 +49,98 @@ class Parameter:
 
 
 class CompiledKernel:
-    """One compiled specialization: its signature, PTX, CUBIN and compile facts."""
+    """One compiled specialization: its signature, PTX, CUBIN, compile facts, resource use
+    and inspection."""
 
-    def __init__(self, spec):
+    def __init__(self, spec, core=None, params=()):
         self._spec = spec
+        self._core = core
+        self._params = tuple(params)
         info = spec.info()
         self.signature: str = info["signature"]
         self.arch: int = info["arch"]
         self.target: str = info["target"]
         self.lowered_name: str = info["lowered_name"]
         self.name_expression: str = info["name_expression"]
+        self.cpp_signature: str = info["demangled"]
         self.options: list = info["options"]
         self.log: str = info["log"]
         self.ptx: str = info["ptx"]
         self.cubin: bytes = info["cubin"]
 
+    # -- inspection ------------------------------------------------------------------------
+    def inspect_ptx(self) -> str:
+        """The PTX NVRTC produced (empty for kernels linked with LTO, which keep none)."""
+        if not self.ptx:
+            raise ValueError(f"{self.lowered_name} was linked with link-time optimization "
+                             f"(link=...), which keeps no PTX; use inspect_sass()")
+        return self.ptx
+
+    def inspect_sass(self) -> str:
+        """The SASS of the CUBIN (needs cuobjdump or nvdisasm from the CUDA toolkit)."""
+        return sass_of(self.cubin, f"{self.lowered_name} ({self.signature})")
+
+    def inspect_types(self) -> dict:
+        """The instantiated C++ signature, name expression, lowered name, options, and each
+        parameter with the argument kind it binds to."""
+        bound = split_signature(self.signature)
+        params = [dict(name=p.name, declared=p.type, binds=b)
+                  for p, b in zip(self._params, bound)] if self._params else [
+                      dict(name=f"arg{i}", declared="?", binds=b) for i, b in enumerate(bound)]
+        return dict(signature=self.signature, cpp_signature=self.cpp_signature,
+                    name_expression=self.name_expression, lowered_name=self.lowered_name,
+                    target=self.target, options=list(self.options), parameters=params)
+
+    # -- resources (need a GPU of this architecture) -------------------------------------------
+    def _resources(self) -> dict:
+        if self._core is None:
+            raise RuntimeError("this CompiledKernel has no kernel to query")
+        if not torch.cuda.is_available():
+            raise RuntimeError("resource attributes are read from the driver and need a CUDA GPU")
+        device = torch.cuda.current_device()
+        have = _C.device_compute_capability(device)
+        if have != self.arch:
+            raise ValueError(f"{self.signature} was compiled for sm_{self.arch}; the current "
+                             f"device is sm_{have}")
+        return self._core.resources(self._spec, device)
+
+    @property
+    def regs_per_thread(self) -> int:
+        return self._resources()["regs_per_thread"]
+
+    @property
+    def shared_mem_per_block(self) -> int:
+        """Static shared memory per block, in bytes."""
+        return self._resources()["shared_mem_per_block"]
+
+    @property
+    def const_mem_size(self) -> int:
+        return self._resources()["const_mem_size"]
+
+    @property
+    def local_mem_per_thread(self) -> int:
+        return self._resources()["local_mem_per_thread"]
+
+    @property
+    def max_threads_per_block(self) -> int:
+        return self._resources()["max_threads_per_block"]
+
+    def max_cooperative_grid_blocks(self, block, dynamic_shared_mem: int = 0) -> int:
+        """The largest grid (in blocks) whose blocks are all resident at once for this block
+        shape and dynamic shared memory: the limit of a cooperative launch."""
+        self._resources()  # checks the device
+        threads = math.prod(_dims(block, "block", self.lowered_name))
+        if not isinstance(dynamic_shared_mem, int) or dynamic_shared_mem < 0:
+            raise ValueError(f"dynamic_shared_mem must be an int >= 0, got {dynamic_shared_mem!r}")
+        return self._core.max_cooperative_grid_blocks(self._spec, torch.cuda.current_device(),
+                                                      threads, dynamic_shared_mem)
+
     def __repr__(self):
         return f"<CompiledKernel {self.lowered_name} {self.signature} for {self.target}>"
+
+
+_RESOURCES = ("regs_per_thread", "shared_mem_per_block", "const_mem_size", "local_mem_per_thread",
+              "max_threads_per_block")
 
 
 def _arch_number(arch) -> int:
@@ -131,7 +208,7 @@ class _Launch:
         if not isinstance(shared_mem, int) or isinstance(shared_mem, bool):
             raise TypeError(f"shared_mem must be an int, got {type(shared_mem).__name__}")
         launcher = _C.Launcher(self._core, grid, block, stream_handle(stream), shared_mem,
-                               self._fixed, self._launch_slow)
+                               self._fixed, self._launch_slow, self._occupancy_warning(grid, block))
         if self._kernel._extensions:
             launcher = _ExtensionLauncher(self._kernel, launcher, stream)
         try:
@@ -150,6 +227,109 @@ class _Launch:
             f"kernel '{self.name}' needs a launch configuration: call it as "
             f"kernel[grid, block](*args) or kernel[grid, block, stream, shared_mem](*args), "
             f"or use kernel.forall(n)(*args)")
+
+    # -- inspection and resources (numba's dispatcher API) ---------------------------------
+    def _compiled(self) -> list:
+        """CompiledKernel of each overload this object covers."""
+        k = self._kernel
+        if self._fixed is not None:
+            return [CompiledKernel(self._fixed, k._core, k._params)]
+        return [CompiledKernel(s, k._core, k._params) for s in k._core.specializations()]
+
+    def _overloads(self, signature, prefer_device: bool):
+        overloads = self._compiled()
+        if isinstance(signature, CompiledKernel):
+            signature = signature.signature
+        if signature is not None:
+            if not isinstance(signature, str):
+                raise TypeError(f"signature must be a str from kernel.signatures or a "
+                                f"CompiledKernel, got {type(signature).__name__}")
+            overloads = [c for c in overloads if c.signature == signature]
+            if not overloads:
+                raise ValueError(f"kernel '{self.name}' has no compiled overload {signature!r}; "
+                                 f"compiled: {[c.signature for c in self._compiled()]}")
+        if not overloads:
+            raise ValueError(f"kernel '{self.name}' has no compiled overloads yet; launch it or "
+                             f"call compile() / specialize() first")
+        if prefer_device and torch.cuda.is_available():
+            arch = _C.device_compute_capability(torch.cuda.current_device())
+            overloads = [c for c in overloads if c.arch == arch] or overloads
+        return overloads
+
+    def _per_overload(self, signature, fn, prefer_device=False):
+        overloads = self._overloads(signature, prefer_device)
+        if signature is not None or len(overloads) == 1:
+            return fn(overloads[0])
+        return {c.signature: fn(c) for c in overloads}
+
+    def inspect_ptx(self, signature=None):
+        """PTX of one overload, or a dict {signature: PTX} when there are several."""
+        return self._per_overload(signature, CompiledKernel.inspect_ptx)
+
+    def inspect_sass(self, signature=None):
+        """SASS of one overload, or a dict {signature: SASS} (needs cuobjdump or nvdisasm)."""
+        return self._per_overload(signature, CompiledKernel.inspect_sass)
+
+    def inspect_types(self, signature=None):
+        """C++ signature, name expression, lowered name, options and parameter bindings of one
+        overload, or a dict of them by signature."""
+        return self._per_overload(signature, CompiledKernel.inspect_types)
+
+    def get_regs_per_thread(self, signature=None):
+        return self._per_overload(signature, lambda c: c.regs_per_thread, True)
+
+    def get_shared_mem_per_block(self, signature=None):
+        return self._per_overload(signature, lambda c: c.shared_mem_per_block, True)
+
+    def get_const_mem_size(self, signature=None):
+        return self._per_overload(signature, lambda c: c.const_mem_size, True)
+
+    def get_local_mem_per_thread(self, signature=None):
+        return self._per_overload(signature, lambda c: c.local_mem_per_thread, True)
+
+    def get_max_threads_per_block(self, signature=None):
+        return self._per_overload(signature, lambda c: c.max_threads_per_block, True)
+
+    def max_cooperative_grid_blocks(self, block, dynamic_shared_mem: int = 0, signature=None):
+        """The most blocks a cooperative launch of this block shape may use."""
+        overloads = self._overloads(signature, True)
+        if signature is None and len(overloads) > 1:
+            raise ValueError(f"kernel '{self.name}' has {len(overloads)} overloads; pass "
+                             f"signature= (one of {[c.signature for c in overloads]}) or use a "
+                             f"specialized kernel")
+        return overloads[0].max_cooperative_grid_blocks(block, dynamic_shared_mem)
+
+    @property
+    def cooperative(self) -> bool:
+        """True when the kernel synchronizes the whole grid (cooperative_groups::this_grid):
+        it is launched with cuLaunchCooperativeKernel, and a grid larger than
+        max_cooperative_grid_blocks is refused."""
+        return self._kernel._core.cooperative
+
+    def _occupancy_warning(self, grid, block) -> str:
+        if os.environ.get("TORCH_CUDAJIT_LOW_OCCUPANCY_WARNINGS", "1") == "0":
+            return ""
+        if not torch.cuda.is_available():
+            return ""
+        try:
+            g = _dims(grid, "grid", self.name)
+            b = _dims(block, "block", self.name)
+        except TypeError:
+            return ""  # the launcher reports the bad configuration itself
+        key = (tuple(g), tuple(b))
+        warned = self._kernel._occupancy_warned
+        if key in warned:
+            return ""
+        device = torch.cuda.current_device()
+        sms = _C.device_multiprocessors(device)
+        blocks = math.prod(g)
+        if blocks >= 2 * sms:
+            return ""
+        warned.add(key)
+        return (f"kernel '{self.name}' is launched with a grid of {blocks} block(s), fewer than "
+                f"twice the {sms} SMs of cuda:{device}, so most of the GPU idles. Launch more "
+                f"blocks (e.g. smaller blocks, or kernel.forall(n)). Set "
+                f"TORCH_CUDAJIT_LOW_OCCUPANCY_WARNINGS=0 to turn this warning off.")
 
     def forall(self, ntasks: int, stream=None, shared_mem: int = 0):
         """A 1-D launch over `ntasks` threads, with the block size chosen by the occupancy API."""
@@ -283,7 +463,9 @@ class Kernel(_Launch):
         # eager launches, torch.compile graphs and scripted modules share compiled code.
         self._script_object = torch.classes.cudajit.Kernel(
             program.source, name, list(options["options"]), options["std"], options["debug"],
-            options["lineinfo"], options["template_args"], options.get("cache", True))
+            options["lineinfo"], options["template_args"], options.get("cache", True),
+            list(options.get("link", ())), program.filename)
+        self._occupancy_warned: set = set()
         self._core = _C.dispatcher_of(self._script_object)
         for ext in extensions:
             if not hasattr(ext, "prepare_args"):
@@ -356,7 +538,8 @@ class Kernel(_Launch):
     @property
     def overloads(self) -> dict:
         """Compiled specializations by signature and architecture."""
-        return {(s.signature, s.info()["arch"]): CompiledKernel(s) for s in self._core.specializations()}
+        return {(s.signature, s.info()["arch"]): CompiledKernel(s, self._core, self._params)
+                for s in self._core.specializations()}
 
     def compile(self, *args, arch=None, **kwargs) -> CompiledKernel:
         """Compiles for the types of example arguments without launching.
@@ -365,7 +548,7 @@ class Kernel(_Launch):
         this runs on machines without a GPU: ``k.compile(torch.empty(8), 1.0, arch="sm_90")``."""
         bound = tuple(coerce(a) for a in self._bind(args, kwargs))
         spec = self._core.compile(bound, 0 if arch is None else _arch_number(arch))
-        return CompiledKernel(spec)
+        return CompiledKernel(spec, self._core, self._params)
 
     def precompile(self, specs, *, arch=None, workers: int | None = None,
                    processes: bool | None = None, progress: bool | None = None) -> list:
@@ -411,7 +594,7 @@ class Kernel(_Launch):
         specs_out = run_parallel(self._core, bound, arch_number, workers=workers,
                                  processes=processes, progress=progress,
                                  label=f"torch_cudajit: compiling {self.name}")
-        return [CompiledKernel(s) for s in specs_out]
+        return [CompiledKernel(s, self._core, self._params) for s in specs_out]
 
     @property
     def cache_hits(self) -> int:
@@ -428,6 +611,14 @@ class Kernel(_Launch):
         bound = tuple(coerce(a) for a in self._bind(args, kwargs))
         return SpecializedKernel(self, self._core.compile(bound, 0))
 
+    # -- pickling ------------------------------------------------------------------------------
+    def __reduce__(self):
+        # Source and options, plus every compiled specialization, so that a new process of the
+        # same architecture launches without compiling.
+        compiled = [(s.key_bytes, s.serialized) for s in self._core.specializations()]
+        return (_rebuild_kernel, (self._program.source, self._program.filename, self._name,
+                                  self._options, self._extensions, compiled))
+
     def __repr__(self):
         params = ", ".join(f"{p.type} {p.name}" for p in self._params)
         return f"<torch_cudajit.Kernel {self._name}({params})>"
@@ -441,7 +632,7 @@ class SpecializedKernel(_Launch):
         self._core = kernel._core
         self._fixed = spec
         self._launchers: dict = {}
-        self.compiled = CompiledKernel(spec)
+        self.compiled = CompiledKernel(spec, kernel._core, kernel._params)
 
     @property
     def name(self) -> str:
@@ -453,6 +644,29 @@ class SpecializedKernel(_Launch):
 
     def _launch_slow(self, launcher, args, kwargs):
         self._kernel._launch_slow(launcher, args, kwargs)
+
+    def __reduce__(self):
+        return (_rebuild_specialized, (self._kernel, self._fixed.key_bytes))
+
+    @property
+    def regs_per_thread(self) -> int:
+        return self.compiled.regs_per_thread
+
+    @property
+    def shared_mem_per_block(self) -> int:
+        return self.compiled.shared_mem_per_block
+
+    @property
+    def const_mem_size(self) -> int:
+        return self.compiled.const_mem_size
+
+    @property
+    def local_mem_per_thread(self) -> int:
+        return self.compiled.local_mem_per_thread
+
+    @property
+    def max_threads_per_block(self) -> int:
+        return self.compiled.max_threads_per_block
 
     def __repr__(self):
         return f"<torch_cudajit.SpecializedKernel {self.name}{self.signature}>"
@@ -484,8 +698,29 @@ class KernelModule:
     def __iter__(self):
         return iter(self._kernels.values())
 
+    def __reduce__(self):
+        return (_rebuild_module, (list(self._kernels.values()),))
+
     def __repr__(self):
         return f"<torch_cudajit.KernelModule {', '.join(self._kernels)}>"
+
+
+def _rebuild_kernel(source, filename, name, options, extensions, compiled):
+    kernel = Kernel(_C.Program(source, filename), name, options, extensions)
+    for key, data in compiled:
+        kernel._core.adopt_key(key, data)
+    return kernel
+
+
+def _rebuild_specialized(kernel, key):
+    return SpecializedKernel(kernel, kernel._core.lookup_key(key))
+
+
+def _rebuild_module(kernels):
+    module = KernelModule.__new__(KernelModule)
+    module._program = kernels[0]._program if kernels else None
+    module._kernels = {k.name: k for k in kernels}
+    return module
 
 
 class _Missing:
@@ -500,7 +735,8 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         include_dirs: Iterable[str] = (), defines: dict | None = None, std: str = "c++17",
         fastmath: bool = False, lineinfo: bool = False, debug: bool = False,
         template_args=None, extensions: Sequence[Extension] = (), filename: str = "kernel.cu",
-        cache: bool = True):
+        cache: bool = True, max_registers: int | None = None, opt=True,
+        link: Iterable[str] = ()):
     """Compiles CUDA C++ kernels on demand.
 
     Args:
@@ -516,7 +752,37 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         extensions: objects with ``prepare_args`` that convert arguments before a launch.
         cache: keep compiled specializations in the persistent disk cache (see
             ``torch_cudajit.cache``); False compiles them in every process.
+        max_registers: cap on registers per thread (--maxrregcount).
+        opt: device code optimization: True (full), False (ptxas -O0) or a ptxas level 0-3.
+        link: files linked into the kernel with nvJitLink: .cu, .ptx, .cubin, .fatbin,
+            .ltoir, .o and .a. The kernel then compiles to LTO-IR and is linked with
+            link-time optimization.
     """
+    if max_registers is not None and (not isinstance(max_registers, int)
+                                      or isinstance(max_registers, bool) or max_registers < 1):
+        raise ValueError(f"max_registers must be a positive int, got {max_registers!r}")
+    if opt is True:
+        opt_level = 3
+    elif opt is False:
+        opt_level = 0
+    elif isinstance(opt, int) and 0 <= opt <= 3:
+        opt_level = opt
+    else:
+        raise ValueError(f"opt must be True, False or an optimization level 0-3, got {opt!r}")
+    if isinstance(link, (str, os.PathLike)):
+        link = [link]
+    link_files = []
+    for f in link:
+        if not isinstance(f, (str, os.PathLike)):
+            raise TypeError(f"link entries must be paths, got {type(f).__name__}")
+        path = os.path.abspath(os.fspath(f))
+        ext = os.path.splitext(path)[1].lower()
+        if ext not in (".cu", ".ptx", ".cubin", ".fatbin", ".ltoir", ".o", ".a"):
+            raise ValueError(f"link: '{f}' has the extension '{ext}'; link= takes .cu, .ptx, "
+                             f".cubin, .fatbin, .ltoir, .o and .a files")
+        if not os.path.isfile(path):
+            raise ValueError(f"link: the file '{f}' does not exist")
+        link_files.append(path)
     if not isinstance(cache, bool):
         raise TypeError(f"cache must be a bool, got {type(cache).__name__}")
     if not isinstance(source, str):
@@ -531,8 +797,12 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         opts.append(f"-D{key}" if value is None else f"-D{key}={value}")
     if fastmath:
         opts.append("--use_fast_math")
+    if max_registers is not None:
+        opts.append(f"--maxrregcount={max_registers}")
+    if opt_level != 3:
+        opts.append(f"--ptxas-options=-O{opt_level}")
     config = dict(options=opts, std=std, debug=bool(debug), lineinfo=bool(lineinfo),
-                  template_args=_template_args(template_args), cache=cache)
+                  template_args=_template_args(template_args), cache=cache, link=tuple(link_files))
     program = _C.Program(source, filename)
     names = program.kernel_names
     if name is not None:

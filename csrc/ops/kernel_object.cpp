@@ -43,12 +43,14 @@ Arg scalar_arg(const c10::Scalar& s) {
 
 KernelObject::KernelObject(std::string source, std::string name, std::vector<std::string> options,
                            std::string std, bool debug, bool lineinfo, std::string template_args,
-                           bool cache)
+                           bool cache, std::vector<std::string> link, std::string filename)
     : source_(std::move(source)),
       name_(std::move(name)),
       std_(std::move(std)),
       template_args_(std::move(template_args)),
+      filename_(std::move(filename)),
       options_(std::move(options)),
+      link_(std::move(link)),
       debug_(debug),
       lineinfo_(lineinfo),
       cache_(cache) {
@@ -59,7 +61,8 @@ KernelObject::KernelObject(std::string source, std::string name, std::vector<std
   o.compile.lineinfo = lineinfo_;
   o.template_args = template_args_;
   o.cache = cache_;
-  dispatcher_ = std::make_shared<Dispatcher>(std::make_shared<const Program>(source_), name_, o);
+  o.compile.link = link_;
+  dispatcher_ = std::make_shared<Dispatcher>(std::make_shared<const Program>(source_, filename_), name_, o);
   for (const Param& p : dispatcher_->decl().params) {
     if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer)
       roles_.push_back(p.is_const ? OpRole::kInput : OpRole::kOutput);
@@ -67,18 +70,21 @@ KernelObject::KernelObject(std::string source, std::string name, std::vector<std
       roles_.push_back(OpRole::kScalar);  // kScalar, and kAuto (numbers only on this path)
   }
   Sha256 h;
-  h.field(source_).field(name_).field(std_).field(template_args_);
+  h.field(source_).field(name_).field(std_).field(template_args_).field(filename_);
   h.field(debug_ ? "debug" : "").field(lineinfo_ ? "lineinfo" : "");
   for (const auto& opt : options_) h.field(opt);
+  for (const auto& file : link_) h.field("link").field(file);
   fingerprint_ = h.hex_digest().substr(0, 16);
 }
 
 KernelObject::KernelObject(const State& s)
     : KernelObject(std::get<0>(s), std::get<1>(s), std::get<2>(s), std::get<3>(s), std::get<4>(s),
-                   std::get<5>(s), std::get<6>(s), std::get<7>(s)) {}
+                   std::get<5>(s), std::get<6>(s), std::get<7>(s), std::get<8>(s),
+                   std::get<9>(s)) {}
 
 KernelObject::State KernelObject::state() const {
-  return State(source_, name_, options_, std_, debug_, lineinfo_, template_args_, cache_);
+  return State(source_, name_, options_, std_, debug_, lineinfo_, template_args_, cache_, link_,
+               filename_);
 }
 
 void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,
@@ -147,7 +153,7 @@ void ensure_kernel_class() {
   static const bool registered = [] {
     torch::class_<KernelObject>("cudajit", "Kernel")
         .def(torch::init<std::string, std::string, std::vector<std::string>, std::string, bool,
-                         bool, std::string, bool>())
+                         bool, std::string, bool, std::vector<std::string>, std::string>())
         .def("name", [](const KernelPtr& k) { return k->name(); })
         .def("source", [](const KernelPtr& k) { return k->source(); })
         .def("fingerprint", [](const KernelPtr& k) { return k->fingerprint(); })

@@ -28,13 +28,13 @@ constexpr size_t kOpOutputSlots = 4;
 class KernelObject : public torch::CustomClassHolder {
  public:
   /// What pickling keeps: source, name, NVRTC options, C++ standard, debug, lineinfo,
-  /// explicit template arguments, use of the disk cache.
+  /// explicit template arguments, use of the disk cache, files linked in, source file name.
   using State = std::tuple<std::string, std::string, std::vector<std::string>, std::string, bool,
-                           bool, std::string, bool>;
+                           bool, std::string, bool, std::vector<std::string>, std::string>;
 
   KernelObject(std::string source, std::string name, std::vector<std::string> options,
                std::string std, bool debug, bool lineinfo, std::string template_args,
-               bool cache);
+               bool cache, std::vector<std::string> link, std::string filename);
   explicit KernelObject(const State& state);
 
   State state() const;
@@ -54,8 +54,8 @@ class KernelObject : public torch::CustomClassHolder {
               c10::IntArrayRef block, int64_t shared_mem);
 
  private:
-  std::string source_, name_, std_, template_args_;
-  std::vector<std::string> options_;
+  std::string source_, name_, std_, template_args_, filename_;
+  std::vector<std::string> options_, link_;
   bool debug_ = false, lineinfo_ = false, cache_ = true;
   std::string fingerprint_;
   std::vector<OpRole> roles_;

@@ -7,6 +7,8 @@
 
 #include <pybind11/stl.h>
 
+#include <cxxabi.h>
+
 #include <torch/csrc/jit/python/pybind_utils.h>
 
 #include "../cuda_api.h"
@@ -20,6 +22,7 @@ using namespace torch_cudajit;
 namespace {
 
 PyObject* g_compile_error = nullptr;
+PyObject* g_assertion_error = nullptr;
 
 // Converts one Python object; returns false when it needs the Python fallback.
 bool convert(PyObject* o, Arg& a, const KernelDecl& decl, size_t i) {
@@ -135,6 +138,7 @@ struct Launcher {
   LaunchConfig config;
   std::shared_ptr<Specialization> fixed;  // set for specialized kernels
   py::object fallback;                    // Python slow path, or None
+  std::string warning;                    // a low-occupancy warning for the first launch
 
   // Returns false when the fallback must handle the call.
   bool try_launch(PyObject* args, bool allow_fallback) {
@@ -189,11 +193,25 @@ std::array<int64_t, 3> dims(const py::handle& h, const char* what) {
                    std::string(py::str(py::type::of(h))));
 }
 
+// Issues the launcher's pending warning once (LowOccupancyWarning); None, or NULL on error.
+PyObject* warn_once(Launcher& l) {
+  std::string text = std::move(l.warning);
+  l.warning.clear();
+  static PyObject* category = [] {
+    py::object c = py::module_::import("torch_cudajit._errors").attr("LowOccupancyWarning");
+    return c.release().ptr();
+  }();
+  if (PyErr_WarnEx(category, text.c_str(), 1) < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
 PyObject* launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
   try {
     Launcher& l = py::cast<Launcher&>(py::handle(self));
-    if ((kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0) && l.try_launch(args, !l.fallback.is_none()))
+    if ((kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0) && l.try_launch(args, !l.fallback.is_none())) {
+      if (!l.warning.empty()) return warn_once(l);
       Py_RETURN_NONE;
+    }
     TORCH_CHECK_TYPE(!l.fallback.is_none(), "torch_cudajit: this launcher takes no keywords");
     py::object r = l.fallback(py::handle(self), py::reinterpret_borrow<py::tuple>(args),
                               kwargs ? py::reinterpret_borrow<py::dict>(kwargs) : py::dict());
@@ -219,8 +237,46 @@ py::dict param_dict(const Param& p) {
   return d;
 }
 
+std::string demangle(const std::string& name) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string r = status == 0 && out ? std::string(out) : name;
+  std::free(out);
+  return r;
+}
+
+// SpecKey <-> bytes, for pickling: arch, count, then one 4-byte ArgSig per parameter.
+py::bytes key_bytes(const SpecKey& k) {
+  std::string b(8 + 4 * k.size, '\0');
+  std::memcpy(&b[0], &k.arch, 4);
+  std::memcpy(&b[4], &k.size, 4);
+  std::memcpy(&b[8], k.args.data(), 4 * k.size);
+  return py::bytes(b);
+}
+
+SpecKey key_from_bytes(const std::string& b) {
+  SpecKey k;
+  TORCH_CHECK_VALUE(b.size() >= 8, "torch_cudajit: a pickled specialization key is damaged");
+  std::memcpy(&k.arch, &b[0], 4);
+  std::memcpy(&k.size, &b[4], 4);
+  TORCH_CHECK_VALUE(k.size <= kMaxParams && b.size() == 8 + 4 * size_t(k.size),
+                    "torch_cudajit: a pickled specialization key is damaged");
+  std::memcpy(k.args.data(), &b[8], 4 * k.size);
+  return k;
+}
+
+// One specialization's compile, alone (a batch compile may hold several).
+py::bytes spec_serialized(const Specialization& s) {
+  CompiledProgram one = *s.compiled;
+  one.lowered_names = {s.lowered_name};
+  one.name_expressions = {s.name_expression};
+  one.probes = {s.probes};
+  return py::bytes(serialize_compiled("pickle", one));
+}
+
 py::dict spec_dict(const Specialization& s) {
   py::dict d;
+  d["demangled"] = demangle(s.lowered_name);
   d["signature"] = s.signature;
   d["arch"] = s.key.arch;
   d["target"] = s.compiled->target;
@@ -254,6 +310,31 @@ PYBIND11_MODULE(_C, m) {
       err.attr("log") = e.log();
       err.attr("source") = e.numbered_source();
       PyErr_SetObject(g_compile_error, err.ptr());
+    }
+  });
+
+  static py::exception<KernelAssertionError> assertion_error(m, "KernelAssertionError", PyExc_RuntimeError);
+  g_assertion_error = assertion_error.ptr();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const KernelAssertionError& e) {
+      py::object err = py::reinterpret_borrow<py::object>(g_assertion_error)(e.what_without_backtrace());
+      err.attr("kernel_name") = e.kernel_name();
+      err.attr("file") = e.file();
+      err.attr("line") = e.line();
+      err.attr("thread") = py::make_tuple(e.thread()[0], e.thread()[1], e.thread()[2]);
+      err.attr("block") = py::make_tuple(e.block()[0], e.block()[1], e.block()[2]);
+      if (e.bounds()) {
+        err.attr("index") = e.index();
+        err.attr("dim") = e.dim();
+        err.attr("shape") = py::tuple(py::cast(e.shape()));
+      } else {
+        err.attr("index") = py::none();
+        err.attr("dim") = py::none();
+        err.attr("shape") = py::none();
+      }
+      PyErr_SetObject(g_assertion_error, err.ptr());
     }
   });
 
@@ -295,6 +376,7 @@ PYBIND11_MODULE(_C, m) {
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
       .def(py::init<std::string, std::string>(), py::arg("source"), py::arg("filename") = "kernel.cu")
       .def_property_readonly("source", &Program::source)
+      .def_property_readonly("filename", &Program::filename)
       .def_property_readonly("kernel_names", [](const Program& p) {
         std::vector<std::string> names;
         for (const auto& k : p.kernels()) names.push_back(k.name);
@@ -309,7 +391,9 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<Specialization, std::shared_ptr<Specialization>>(m, "Specialization")
       .def_property_readonly("signature", [](const Specialization& s) { return s.signature; })
-      .def("info", &spec_dict);
+      .def("info", &spec_dict)
+      .def_property_readonly("key_bytes", [](const Specialization& s) { return key_bytes(s.key); })
+      .def_property_readonly("serialized", &spec_serialized);
 
   py::class_<Dispatcher, std::shared_ptr<Dispatcher>>(m, "Dispatcher")
       .def(py::init([](std::shared_ptr<Program> program, const std::string& name,
@@ -384,6 +468,33 @@ PYBIND11_MODULE(_C, m) {
              return d.lookup(d.make_key(conv.data(), conv.size(), &device, arch)) != nullptr;
            }, py::arg("args"), py::arg("arch") = 0)
       .def("specializations", &Dispatcher::specializations)
+      .def_property_readonly("cooperative", &Dispatcher::cooperative)
+      .def("adopt_key", [](Dispatcher& d, py::bytes key, py::bytes data) {
+             auto compiled = deserialize_compiled("pickle", std::string(data));
+             TORCH_CHECK_VALUE(compiled.has_value(), "torch_cudajit: a pickled kernel of '",
+                               d.decl().name, "' holds a damaged compile");
+             return d.adopt(key_from_bytes(key), std::make_shared<const CompiledProgram>(std::move(*compiled)),
+                            CacheOutcome::kBypassed);
+           })
+      .def("lookup_key", [](Dispatcher& d, py::bytes key) {
+             SpecKey k = key_from_bytes(key);
+             if (auto hit = d.lookup(k)) return hit;
+             return compile_key(d, k);
+           })
+      .def("resources", [](Dispatcher& d, std::shared_ptr<Specialization> spec, int device) {
+             KernelResources r = d.resources(*spec, device);
+             py::dict out;
+             out["regs_per_thread"] = r.regs_per_thread;
+             out["shared_mem_per_block"] = r.shared_mem_per_block;
+             out["const_mem_size"] = r.const_mem_size;
+             out["local_mem_per_thread"] = r.local_mem_per_thread;
+             out["max_threads_per_block"] = r.max_threads_per_block;
+             return out;
+           })
+      .def("max_cooperative_grid_blocks", [](Dispatcher& d, std::shared_ptr<Specialization> spec,
+                                             int device, int threads, int64_t dynamic_shared) {
+             return d.max_cooperative_grid_blocks(*spec, device, threads, dynamic_shared);
+           })
       .def("forall_block", [](Dispatcher& d, py::tuple args) {
              std::vector<Arg> conv = convert_all(args, d.decl());
              int device = 0;
@@ -394,7 +505,7 @@ PYBIND11_MODULE(_C, m) {
   py::class_<Launcher, std::shared_ptr<Launcher>>(m, "Launcher")
       .def(py::init([](std::shared_ptr<Dispatcher> d, py::object grid, py::object block,
                        py::object stream, int64_t shared_mem, std::shared_ptr<Specialization> fixed,
-                       py::object fallback) {
+                       py::object fallback, std::string warning) {
              auto l = std::make_shared<Launcher>();
              l->dispatcher = std::move(d);
              l->config.grid = dims(grid, "grid");
@@ -407,11 +518,19 @@ PYBIND11_MODULE(_C, m) {
              }
              l->fixed = std::move(fixed);
              l->fallback = std::move(fallback);
+             l->warning = std::move(warning);
              return l;
            }),
            py::arg("dispatcher"), py::arg("grid"), py::arg("block"), py::arg("stream"),
-           py::arg("shared_mem"), py::arg("fixed"), py::arg("fallback"))
-      .def("launch_normalized", [](Launcher& l, py::tuple args) { l.try_launch(args.ptr(), false); })
+           py::arg("shared_mem"), py::arg("fixed"), py::arg("fallback"), py::arg("warning") = "")
+      .def("launch_normalized", [](Launcher& l, py::tuple args) {
+             l.try_launch(args.ptr(), false);
+             if (!l.warning.empty()) {
+               PyObject* r = warn_once(l);
+               if (r == nullptr) throw py::error_already_set();
+               Py_DECREF(r);
+             }
+           })
       .def_property_readonly("grid", [](const Launcher& l) { return l.config.grid; })
       .def_property_readonly("block", [](const Launcher& l) { return l.config.block; })
       .def_property_readonly("shared_mem", [](const Launcher& l) { return l.config.shared_mem; });

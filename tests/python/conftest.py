@@ -14,6 +14,8 @@ import torch
 # Every test process gets an empty disk cache of its own, so that results never depend on
 # kernels a previous run left in ~/.cache (tests of the cache itself use their own folders).
 os.environ["TORCH_CUDAJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="torch_cudajit_test_cache_")
+# Tests launch tiny grids on purpose; the low-occupancy warning has a test of its own.
+os.environ["TORCH_CUDAJIT_LOW_OCCUPANCY_WARNINGS"] = "0"
 
 # The helpers module sits next to this file; make it importable whatever the rootdir/import mode.
 sys.path.insert(0, os.path.dirname(__file__))

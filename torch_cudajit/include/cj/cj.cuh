@@ -29,10 +29,92 @@ using ::int32_t; using ::uint32_t; using ::int64_t; using ::uint64_t;
 #endif
 
 #if defined(CJ_DEBUG)
-#define CJ_BOUNDS_CHECK(cond, dim, idx, extent) \
-  do { if (!(cond)) ::cj::detail::report_bounds(__FILE__, __LINE__, dim, idx, extent); } while (0)
+// Debug mode (jit(..., debug=True)): the first failed bounds check or cj_assert of a launch is
+// recorded here, and the host raises it as a Python exception after the launch. Nothing traps,
+// so the CUDA context stays usable. The layout matches DebugRecord in csrc/dispatcher.cpp.
+struct CjDebugRecord {
+  unsigned int kind;  // 0: nothing failed, 1: index out of bounds, 2: cj_assert
+  unsigned int line;
+  unsigned int thread[3];
+  unsigned int block[3];
+  int dim;
+  int rank;
+  long long index;
+  long long shape[8];
+  char file[128];
+  char message[256];
+};
+extern "C" {
+__device__ CjDebugRecord cj_debug_record;
+// Where an out-of-bounds access goes instead of outside the array.
+__device__ unsigned long long cj_debug_scratch[4];
+}
+
+namespace cj {
+namespace detail {
+
+__device__ __forceinline__ void debug_copy(char* dst, const char* src, int capacity) {
+  int i = 0;
+  for (; src && src[i] && i < capacity - 1; ++i) dst[i] = src[i];
+  dst[i] = 0;
+}
+
+// Claims the record for this thread if nothing failed before in this launch.
+__device__ __noinline__ inline bool debug_claim(unsigned int kind, const char* file, unsigned int line) {
+  if (atomicCAS(&cj_debug_record.kind, 0u, kind) != 0u) return false;
+  CjDebugRecord& r = cj_debug_record;
+  r.line = line;
+  r.thread[0] = threadIdx.x; r.thread[1] = threadIdx.y; r.thread[2] = threadIdx.z;
+  r.block[0] = blockIdx.x; r.block[1] = blockIdx.y; r.block[2] = blockIdx.z;
+  debug_copy(r.file, file, sizeof(r.file));
+  return true;
+}
+
+__device__ __noinline__ inline void report_bounds(const char* file, unsigned int line, int dim, int rank,
+                                                  long long index, const long long* shape) {
+  if (!debug_claim(1u, file, line)) return;
+  CjDebugRecord& r = cj_debug_record;
+  r.dim = dim;
+  r.rank = rank;
+  r.index = index;
+  for (int d = 0; d < rank && d < 8; ++d) r.shape[d] = shape[d];
+  r.message[0] = 0;
+}
+
+__device__ __noinline__ inline void report_assert(const char* condition, const char* message,
+                                                  const char* file, unsigned int line) {
+  if (!debug_claim(2u, file, line)) return;
+  CjDebugRecord& r = cj_debug_record;
+  r.rank = 0;
+  char* out = r.message;
+  int n = 0;
+  const char* parts[3] = {condition, "\x1f", message};  // unit separator between the two
+  for (const char* p : parts)
+    for (int i = 0; p && p[i] && n < (int)sizeof(r.message) - 1; ++i) out[n++] = p[i];
+  out[n] = 0;
+}
+
+/// An index that remembers where it was written: the default arguments are evaluated at the
+/// caller's line, so a failed bounds check names the user's file and line.
+struct Index {
+  long long value;
+  const char* file;
+  unsigned int line;
+  template <class I>
+  __device__ __forceinline__ Index(I i, const char* f = __builtin_FILE(), unsigned int l = __builtin_LINE())
+      : value(static_cast<long long>(i)), file(f), line(l) {}
+};
+
+}  // namespace detail
+}  // namespace cj
+
+/// Checks a condition in debug mode and reports the first failure of a launch as a Python
+/// exception naming the kernel, file, line, thread and block. Compiles to nothing otherwise
+/// (the condition is not evaluated).
+#define cj_assert(cond, msg) \
+  do { if (!(cond)) ::cj::detail::report_assert(#cond, msg, __FILE__, __LINE__); } while (0)
 #else
-#define CJ_BOUNDS_CHECK(cond, dim, idx, extent) do { } while (0)
+#define cj_assert(cond, msg) do { } while (0)
 #endif
 
 namespace cj {
@@ -48,16 +130,8 @@ using Strided = Layout<0>;
 using Contiguous = Layout<1>;
 
 namespace detail {
-#if defined(CJ_DEBUG)
-__device__ __noinline__ inline void report_bounds(const char* file, int line, int dim, long long idx,
-                                                  long long extent) {
-  printf("torch_cudajit: index %lld out of bounds for dimension %d with size %lld at %s:%d "
-         "(block (%d,%d,%d), thread (%d,%d,%d))\n",
-         idx, dim, extent, file, line, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y,
-         threadIdx.z);
-  __trap();
-}
-#endif
+template <bool B, class T = void> struct enable_if {};
+template <class T> struct enable_if<true, T> { using type = T; };
 }  // namespace detail
 
 /// A view of a torch tensor inside a kernel: data pointer, shape and strides in elements.
@@ -90,20 +164,15 @@ struct Array {
     long long off = 0;
     if constexpr (L::contiguous) {
 #pragma unroll
-      for (int d = 0; d < N; ++d) {
-        CJ_BOUNDS_CHECK(i[d] >= 0 && i[d] < shape_[d], d, i[d], shape_[d]);
-        off = off * shape_[d] + i[d];
-      }
+      for (int d = 0; d < N; ++d) off = off * shape_[d] + i[d];
     } else {
 #pragma unroll
-      for (int d = 0; d < N; ++d) {
-        CJ_BOUNDS_CHECK(i[d] >= 0 && i[d] < shape_[d], d, i[d], shape_[d]);
-        off += i[d] * strides_[d];
-      }
+      for (int d = 0; d < N; ++d) off += i[d] * strides_[d];
     }
     return off;
   }
 
+#if !defined(CJ_DEBUG)
   template <class... I>
   __device__ __forceinline__ T& operator()(I... idx) const { return data_[offset(idx...)]; }
 
@@ -112,6 +181,50 @@ struct Array {
     static_assert(N == 1, "cj::Array::operator[] is for rank-1 arrays; use operator()(i, j, ...)");
     return (*this)(i);
   }
+#else
+  // Debug mode: every index is checked against the shape. A failure is recorded with the
+  // caller's file and line (see detail::Index) and the access goes to a scratch word instead.
+  __device__ T& checked(const detail::Index* idx) const {
+    long long off = 0;
+    for (int d = 0; d < N; ++d) {
+      if (idx[d].value < 0 || idx[d].value >= shape_[d]) {
+        detail::report_bounds(idx[d].file, idx[d].line, d, N, idx[d].value, shape_);
+        return *reinterpret_cast<T*>(cj_debug_scratch);
+      }
+      off = L::contiguous ? off * shape_[d] + idx[d].value : off + idx[d].value * strides_[d];
+    }
+    return data_[off];
+  }
+  __device__ T& operator[](detail::Index i) const {
+    static_assert(N == 1, "cj::Array::operator[] is for rank-1 arrays; use operator()(i, j, ...)");
+    return checked(&i);
+  }
+  __device__ T& operator()(detail::Index i0) const {
+    static_assert(N == 1, "cj::Array: number of indices must equal the rank");
+    return checked(&i0);
+  }
+  __device__ T& operator()(detail::Index i0, detail::Index i1) const {
+    static_assert(N == 2, "cj::Array: number of indices must equal the rank");
+    const detail::Index i[2] = {i0, i1};
+    return checked(i);
+  }
+  __device__ T& operator()(detail::Index i0, detail::Index i1, detail::Index i2) const {
+    static_assert(N == 3, "cj::Array: number of indices must equal the rank");
+    const detail::Index i[3] = {i0, i1, i2};
+    return checked(i);
+  }
+  __device__ T& operator()(detail::Index i0, detail::Index i1, detail::Index i2, detail::Index i3) const {
+    static_assert(N == 4, "cj::Array: number of indices must equal the rank");
+    const detail::Index i[4] = {i0, i1, i2, i3};
+    return checked(i);
+  }
+  template <class... I, class = typename detail::enable_if<(sizeof...(I) > 4)>::type>
+  __device__ T& operator()(I... idx) const {
+    static_assert(sizeof...(I) == N, "cj::Array: number of indices must equal the rank");
+    const detail::Index i[N] = {detail::Index(idx, "<rank > 4 index>", 0)...};
+    return checked(i);
+  }
+#endif
 };
 
 /// Rank-0 arrays (0-d tensors) carry only the data pointer.
