@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <cstdlib>
 #include <mutex>
@@ -28,6 +29,8 @@ std::string dirname(const std::string& p) {
   size_t s = p.rfind('/');
   return s == std::string::npos ? "." : p.substr(0, s);
 }
+
+std::atomic<uint64_t> g_compiles{0};
 
 std::mutex& include_mutex() {
   static std::mutex m;
@@ -116,6 +119,8 @@ std::vector<std::string> default_include_dirs() {
   }
   return dirs;
 }
+
+uint64_t nvrtc_compile_count() { return g_compiles.load(); }
 
 std::string number_lines(const std::string& source) {
   std::ostringstream os;
@@ -280,6 +285,7 @@ CompiledProgram Program::compile(const std::vector<InstantiationRequest>& reques
   const std::vector<Instantiation> insts = instantiations(requests);
   const std::string text = generated_source(requests, insts);
 
+  g_compiles++;
   nvrtcProgram prog = nullptr;
   CJ_CHECK(nvrtcCreateProgram, &prog, text.c_str(), filename_.c_str(), 0, nullptr, nullptr);
   struct Destroy {

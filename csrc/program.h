@@ -109,6 +109,10 @@ class Program {
   bool cooperative_ = false;
 };
 
+/// NVRTC compiles this process has run (tests check that loading cached or pickled kernels
+/// compiles nothing).
+uint64_t nvrtc_compile_count();
+
 /// Formats source with right-aligned line numbers ("  3 | code").
 std::string number_lines(const std::string& source);
 

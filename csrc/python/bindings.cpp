@@ -341,6 +341,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("add_library_search_path", &torch_cudajit::detail::add_library_search_path);
   m.def("set_package_include_dir", &set_package_include_dir);
   m.def("nvrtc_version", &torch_cudajit::detail::nvrtc_version);
+  m.def("nvrtc_compile_count", &nvrtc_compile_count);
   m.def("driver_available", &torch_cudajit::detail::driver_available);
   m.def("default_include_dirs", &default_include_dirs);
   m.def("device_compute_capability", [](int d) { return device_limits(d).compute_capability; });
