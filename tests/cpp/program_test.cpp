@@ -554,5 +554,55 @@ TEST(ProgramTest, NumberLines) {
   }
 }
 
+TEST(ProgramTest, CooperativeDetection) {
+  struct Case {
+    const char* title;
+    const char* source;
+    bool cooperative;
+  };
+  const Case cases[] = {
+      {"plain", "__global__ void k(float* o) { o[0] = 1; }", false},
+      {"this_grid", "#include <cooperative_groups.h>\n__global__ void k(float* o) { "
+                    "cooperative_groups::this_grid().sync(); o[0] = 1; }", true},
+      {"grid_group", "#include <cooperative_groups.h>\n__global__ void k(float* o) { "
+                     "cooperative_groups::grid_group g = cooperative_groups::this_grid(); g.sync(); }", true},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    Program p(c.source);
+    EXPECT_EQ(p.cooperative(), c.cooperative);
+    // Grid-synchronizing kernels compile without -rdc for sm_90 (libcu++ is found).
+    CompiledProgram out = p.compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}},
+                                    options_for(kArch));
+    EXPECT_FALSE(out.cubin.empty());
+  }
+}
+
+TEST(ProgramTest, LinksACuFileWithNvJitLink) {
+  char dir_template[] = "/tmp/cj_link_XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string helper = dir + "/helper.cu";
+  std::ofstream(helper) << "__device__ float helper(float v) { return 2.0f * v; }\n";
+  Program p("extern __device__ float helper(float);\n"
+            "__global__ void k(float* o) { o[threadIdx.x] = helper(o[threadIdx.x]); }\n");
+  CompileOptions o = options_for(kArch);
+  o.link = {helper};
+  CompiledProgram out = p.compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o);
+  EXPECT_TRUE(out.has_cubin);
+  EXPECT_FALSE(out.cubin.empty());
+  EXPECT_EQ(out.target, "sm_90");
+  EXPECT_NE(std::find(out.options.begin(), out.options.end(), "-dlto"), out.options.end());
+
+  o.link = {dir + "/missing.cu"};
+  std::string missing = expect_throws<c10::ValueError>(
+      [&] { p.compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o); });
+  CJ_EXPECT_CONTAINS(missing, "missing.cu' cannot be read");
+  std::ofstream(dir + "/other.cu") << "__device__ float other(float v) { return v; }\n";
+  o.link = {dir + "/other.cu"};
+  std::string undefined = expect_throws<CompileError>(
+      [&] { p.compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o); });
+  CJ_EXPECT_CONTAINS(undefined, "Linking failed");
+}
+
 }  // namespace
 }  // namespace torch_cudajit
