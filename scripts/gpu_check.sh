@@ -7,6 +7,31 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 STEP=${1:-all}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+if [[ $STEP == final ]]; then
+  # One budget-friendly pass for the op family and the numba-parity features: the extension
+  # and the deploy program build together, then the GPU tests and benchmarks, most important
+  # first, each writing its log as it goes.
+  TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  echo "== build (extension and deploy program in parallel)"
+  (MAX_JOBS=10 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1; echo "ext rc $?" >> "$OUT/build.log") &
+  (cmake -S . -B build/cmake-gpu -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DCMAKE_BUILD_TYPE=Release \
+     -DTORCH_CUDAJIT_BUILD_TESTS=OFF > "$OUT/cmake.log" 2>&1 &&
+   ninja -C build/cmake-gpu -j6 torch_cudajit_deploy >> "$OUT/cmake.log" 2>&1; echo "cmake rc $?" >> "$OUT/cmake.log") &
+  wait
+  tail -1 "$OUT/build.log"; tail -1 "$OUT/cmake.log"
+  export PYTHONPATH=$PWD
+  echo "== pytest (op family, inspection/debug/cooperative/link, deploy, launch)"
+  python3 -m pytest tests/python/test_ops.py tests/python/test_inspect.py tests/python/test_deploy.py \
+    tests/python/test_launch.py -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -30
+  echo "== deploy benchmark"
+  python3 examples/deploy/export.py "$OUT/deploy" 2>&1 | tail -2
+  ./build/cmake-gpu/examples/deploy/torch_cudajit_deploy "$OUT/deploy/model.pt" "$OUT/deploy/data.pt" --bench 2>&1 | tee "$OUT/bench_deploy.log"
+  echo "== op-path benchmark"
+  python3 benchmarks/op_overhead.py 2>&1 | tee "$OUT/bench_op.log"
+  echo "== precompile benchmark"
+  python3 benchmarks/cache.py --precompile-only 2>&1 | tee "$OUT/bench_precompile.log"
+  exit 0
+fi
 echo "== build"
 MAX_JOBS=16 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 export PYTHONPATH=$PWD

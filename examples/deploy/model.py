@@ -41,7 +41,8 @@ class DeployModel(torch.nn.Module):
         m = h.view(x.size(0), x.size(1)).t()  # a strided view
         out = torch.empty(m.size(0), m.size(1), device=x.device, dtype=x.dtype)
         scale = torch.arange(1, m.size(0) + 1, device=x.device, dtype=x.dtype)
-        torch.ops.cudajit.launch(self.row_scale, out, None, None, None, [], [m, scale], [],
+        no_scalars: List[number] = []  # noqa: F821  (an empty list is List[Tensor] otherwise)
+        torch.ops.cudajit.launch(self.row_scale, out, None, None, None, [], [m, scale], no_scalars,
                                  [(m.size(1) + 127) // 128, m.size(0)], [128], 0)
         return out
 

@@ -36,3 +36,18 @@ def test_cpp_program_reproduces_python_bitwise(tmp_path):
                        env={k: v for k, v in env.items() if k != "PYTHONPATH"})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "bitwise identical to Python: yes" in r.stdout
+
+
+def test_deploy_model_scripts_and_saves(tmp_path):
+    """The exported model compiles under TorchScript and saves (no GPU needed)."""
+    import torch
+    sys.path.insert(0, os.path.join(REPO, "examples", "deploy"))
+    try:
+        from model import DeployModel
+    finally:
+        sys.path.pop(0)
+    scripted = torch.jit.script(DeployModel())
+    assert str(scripted.graph).count("cudajit::launch") == 2
+    scripted.save(str(tmp_path / "model.pt"))
+    loaded = torch.jit.load(str(tmp_path / "model.pt"))
+    assert loaded.axpy.name() == "axpy" and loaded.row_scale.name() == "row_scale"
