@@ -34,7 +34,7 @@ class DeployModel(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
         n = x.numel()
-        h = torch.empty_like(x)
+        h = torch.empty(n, device=x.device, dtype=x.dtype)  # axpy's arrays are rank 1
         scalars: List[number] = [alpha]  # noqa: F821  (TorchScript's number type)
         torch.ops.cudajit.launch(self.axpy, h, None, None, None, [], [x.view(-1), y.view(-1)],
                                  scalars, [(n + 255) // 256], [256], 0)

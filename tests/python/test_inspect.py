@@ -7,6 +7,7 @@ import ctypes
 import math
 import os
 import pickle
+import struct
 import subprocess
 import sys
 import warnings
@@ -131,10 +132,54 @@ def test_numba_named_options(arch, kwargs, expected):
         assert not any(o.startswith("--ptxas-options=-O") for o in c.options)
 
 
-def test_max_registers_changes_the_code(arch):
-    loose = cj.jit(SHARED).compile(meta(8), meta(8), 8, arch=arch)
-    tight = cj.jit(SHARED, max_registers=16).compile(meta(8), meta(8), 8, arch=arch)
-    assert ".maxnreg 16" in tight.ptx or tight.cubin != loose.cubin
+def cubin_register_counts(cubin: bytes) -> list:
+    """Registers per thread of each kernel in a CUBIN, read from its .nv.info section
+    (EIATTR_REGCOUNT), so register caps can be checked without a GPU."""
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3a)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names = sections[shstrndx][4]
+    counts = []
+    for sec in sections:
+        name = cubin[names + sec[0]:cubin.index(b"\0", names + sec[0])]
+        if name != b".nv.info":
+            continue
+        p, end = sec[4], sec[4] + sec[5]
+        while p < end:
+            fmt, attr = cubin[p], cubin[p + 1]
+            if fmt == 4:  # size-prefixed value
+                size, = struct.unpack_from("<H", cubin, p + 2)
+                if attr == 0x2F:  # EIATTR_REGCOUNT: (function, registers)
+                    counts.append(struct.unpack_from("<II", cubin, p + 4)[1])
+                p += 4 + size
+            else:
+                p += {3: 4, 2: 3}.get(fmt, 2)
+    return counts
+
+
+# Many live values: without a cap ptxas uses far more than 32 registers.
+HUNGRY = r"""
+__global__ void hungry(float* out, const float* x, int n) {
+  float acc[48];
+  #pragma unroll
+  for (int j = 0; j < 48; ++j) acc[j] = x[(threadIdx.x + j * 7) % n];
+  #pragma unroll
+  for (int r = 0; r < 4; ++r)
+    #pragma unroll
+    for (int j = 0; j < 48; ++j) acc[j] = acc[j] * acc[(j + r + 1) % 48] + 1.0f;
+  float s = 0;
+  #pragma unroll
+  for (int j = 0; j < 48; ++j) s += acc[j];
+  out[threadIdx.x] = s;
+}
+"""
+
+
+def test_max_registers_caps_the_cubin(arch):
+    loose = cj.jit(HUNGRY).compile(meta(8), meta(8), 8, arch=arch)
+    tight = cj.jit(HUNGRY, max_registers=32).compile(meta(8), meta(8), 8, arch=arch)
+    (loose_regs,), (tight_regs,) = cubin_register_counts(loose.cubin), cubin_register_counts(tight.cubin)
+    assert loose_regs > 32 and tight_regs <= 32
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
@@ -356,10 +401,13 @@ def test_resource_attributes(device):
 
 @pytest.mark.gpu
 def test_max_registers_caps_registers(device):
-    k = cj.jit(SHARED, max_registers=16)
+    # A kernel without __launch_bounds__ (its own bounds would take precedence over the cap).
+    k = cj.jit(HUNGRY, max_registers=32)
     x = random_values((256,), torch.float32, device)
-    k[2, 128](torch.empty(2, device=device), x, 256)
-    assert k.get_regs_per_thread() <= 16
+    k[2, 128](torch.empty_like(x), x, 256)
+    regs = k.get_regs_per_thread()
+    assert regs <= 32
+    assert regs == cubin_register_counts(k.overloads[next(iter(k.overloads))].cubin)[0]
 
 
 @pytest.mark.gpu

@@ -4,6 +4,7 @@ scripting run without a GPU; anything that launches is marked gpu."""
 from __future__ import annotations
 
 import io
+import re
 from typing import List
 
 import pytest
@@ -294,8 +295,10 @@ def test_compile_fullgraph_matches_eager(device, mode):
         torch.testing.assert_close(got, model_reference(x, y))
         assert torch.equal(got, model(x, y))
         if codes is not None:
-            code = "\n".join(codes)
-            assert code.count("torch.ops.cudajit.launch.default") == 2
+            # The calls in the generated code (comments may name the op too).
+            code = "\n".join(line for c in codes for line in c.splitlines()
+                             if not line.lstrip().startswith("#"))
+            assert len(re.findall(r"torch\.ops\.cudajit\.launch\.default\(", code)) == 2, code
             if mode is None:
                 assert "clone" not in code  # inputs read in place, outputs written in place
 
