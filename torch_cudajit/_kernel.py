@@ -353,7 +353,17 @@ class _OpIndexer:
         self._kernel = kernel
 
     def __getitem__(self, config):
-        return _OpLauncher(self._kernel, config)
+        traced = _OpLauncher(self._kernel, config)  # validates the configuration
+        if torch.compiler.is_compiling():
+            return traced
+        # Eager: the same op through the C++ dispatcher, the kernel object converted once.
+        k = self._kernel
+
+        def bind_keywords(launcher, args, kwargs):
+            launcher.launch_normalized(k._bind(args, kwargs))
+
+        return _C.OpLauncher(k.script_object, traced._grid, traced._block, traced._shared_mem,
+                             bind_keywords)
 
 
 class _OpLauncher:

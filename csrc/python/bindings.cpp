@@ -13,6 +13,9 @@
 
 #include "../cuda_api.h"
 #include "../ops/kernel_object.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/SmallVector.h>
 #include "../dispatcher.h"
 #include "../program.h"
 
@@ -221,6 +224,85 @@ PyObject* launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
     return nullptr;
   } catch (...) {
     // Every registered translator (torch's c10 errors -> TypeError/ValueError, CompileError).
+    pybind11::detail::try_translate_exceptions();
+    return nullptr;
+  }
+}
+
+// kernel.op[grid, block](...) in eager mode: a call of the cudajit::launch op through the C++
+// dispatcher. torch.ops would convert the kernel object from Python on every call (about 10 us
+// of torch's argument parsing); this converts it once, when the launcher is made.
+using LaunchOpSignature =
+    void(const c10::intrusive_ptr<KernelObject>&, const std::optional<at::Tensor>&,
+         const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
+         const std::optional<at::Tensor>&, at::TensorList, at::TensorList,
+         c10::ArrayRef<c10::Scalar>, c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt);
+
+const c10::TypedOperatorHandle<LaunchOpSignature>& launch_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("cudajit::launch", "")
+                             .typed<LaunchOpSignature>();
+  return op;
+}
+
+struct OpLauncher {
+  c10::intrusive_ptr<KernelObject> kernel;
+  std::vector<c10::SymInt> grid, block;
+  c10::SymInt shared_mem{0};
+  py::object fallback;  // binds keyword arguments, then calls back with positional ones
+
+  void launch(PyObject* args) {
+    const auto& roles = kernel->roles();
+    const auto& params = kernel->dispatcher().decl().params;
+    const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(args));
+    TORCH_CHECK_TYPE(n == roles.size(), "torch_cudajit: kernel '", kernel->name(), "' takes ",
+                     roles.size(), " argument(s), got ", n, ".");
+    std::optional<at::Tensor> slots[kOpOutputSlots];
+    c10::SmallVector<at::Tensor, 4> more, inputs;
+    c10::SmallVector<c10::Scalar, 4> scalars;
+    size_t n_out = 0;
+    for (size_t i = 0; i < n; ++i) {
+      PyObject* o = PyTuple_GET_ITEM(args, i);
+      if (roles[i] == OpRole::kScalar) {
+        if (PyBool_Check(o)) scalars.emplace_back(o == Py_True);
+        else if (PyLong_Check(o)) scalars.emplace_back(static_cast<int64_t>(PyLong_AsLongLong(o)));
+        else if (PyFloat_Check(o)) scalars.emplace_back(PyFloat_AS_DOUBLE(o));
+        else if (PyComplex_Check(o))
+          scalars.emplace_back(c10::complex<double>(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)));
+        else
+          TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", params[i].name, "' of kernel '",
+                           kernel->name(), "' takes a number on the op path; got ",
+                           Py_TYPE(o)->tp_name, ".");
+        if (PyErr_Occurred()) throw py::error_already_set();
+        continue;
+      }
+      TORCH_CHECK_TYPE(THPVariable_Check(o), "torch_cudajit: parameter '", params[i].name,
+                       "' of kernel '", kernel->name(), "' takes a tensor; got ",
+                       Py_TYPE(o)->tp_name, ".");
+      const at::Tensor& t = THPVariable_Unpack(o);
+      if (roles[i] == OpRole::kInput) inputs.push_back(t);
+      else if (n_out < kOpOutputSlots) slots[n_out++] = t;
+      else more.push_back(t);
+    }
+    launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], more, inputs, scalars, grid,
+                     block, shared_mem);
+  }
+};
+
+PyObject* op_launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  try {
+    OpLauncher& l = py::cast<OpLauncher&>(py::handle(self));
+    if (kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0) {
+      l.launch(args);
+      Py_RETURN_NONE;
+    }
+    py::object r = l.fallback(py::handle(self), py::reinterpret_borrow<py::tuple>(args),
+                              py::reinterpret_borrow<py::dict>(kwargs));
+    return r.release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
     pybind11::detail::try_translate_exceptions();
     return nullptr;
   }
@@ -535,6 +617,28 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("grid", [](const Launcher& l) { return l.config.grid; })
       .def_property_readonly("block", [](const Launcher& l) { return l.config.block; })
       .def_property_readonly("shared_mem", [](const Launcher& l) { return l.config.shared_mem; });
+
+  py::class_<OpLauncher, std::shared_ptr<OpLauncher>>(m, "OpLauncher")
+      .def(py::init([](py::object script_object, std::vector<int64_t> grid,
+                       std::vector<int64_t> block, int64_t shared_mem, py::object fallback) {
+             auto l = std::make_shared<OpLauncher>();
+             auto type = c10::getCustomClassType<c10::intrusive_ptr<KernelObject>>();
+             l->kernel = torch::jit::toIValue(script_object, type).toCustomClass<KernelObject>();
+             for (int64_t g : grid) l->grid.emplace_back(g);
+             for (int64_t b : block) l->block.emplace_back(b);
+             l->shared_mem = c10::SymInt(shared_mem);
+             l->fallback = std::move(fallback);
+             return l;
+           }),
+           py::arg("script_object"), py::arg("grid"), py::arg("block"), py::arg("shared_mem"),
+           py::arg("fallback"))
+      .def("launch_normalized", [](OpLauncher& l, py::tuple args) { l.launch(args.ptr()); });
+  {
+    py::object op_type = m.attr("OpLauncher");
+    auto* t = reinterpret_cast<PyTypeObject*>(op_type.ptr());
+    t->tp_call = &op_launcher_call;
+    PyType_Modified(t);
+  }
 
   // The hot path: tp_call set directly, so a launch skips pybind11's overload dispatch.
   py::object launcher_type = m.attr("Launcher");

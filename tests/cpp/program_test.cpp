@@ -54,10 +54,15 @@ TEST(ProgramTest, NvrtcSupportsSm90) {
 TEST(ProgramTest, DefaultIncludeDirsHoldTheDeviceHeader) {
   std::vector<std::string> dirs = default_include_dirs();
   ASSERT_FALSE(dirs.empty());
-  // The package's own headers come first, then CUDA's (cuda_fp16.h).
+  // The package's own headers come first, CUDA's (cuda_fp16.h) last, and libcu++ (CUDA 13's
+  // include/cccl, which cooperative_groups.h needs) between them when the toolkit has it.
   EXPECT_TRUE(std::ifstream(dirs[0] + "/cj/cj.cuh").good()) << dirs[0];
   ASSERT_GE(dirs.size(), 2u);
-  EXPECT_TRUE(std::ifstream(dirs[1] + "/cuda_fp16.h").good()) << dirs[1];
+  EXPECT_TRUE(std::ifstream(dirs.back() + "/cuda_fp16.h").good()) << dirs.back();
+  if (dirs.size() == 3) {
+    EXPECT_EQ(dirs[1], dirs.back() + "/cccl");
+    EXPECT_TRUE(std::ifstream(dirs[1] + "/cuda/std/type_traits").good()) << dirs[1];
+  }
 }
 
 TEST(ProgramTest, CompilesToCubinAndPtx) {
