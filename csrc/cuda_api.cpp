@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <climits>
+#include <initializer_list>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
@@ -25,9 +26,10 @@ std::vector<std::string>& search_paths() {
   return paths;
 }
 
-std::vector<std::string> nvrtc_candidates() {
+// Where a CUDA library is looked for, in order: the search paths the Python package adds
+// (NVIDIA wheels), CUDA_HOME / CUDA_PATH, the dynamic linker's own search, /usr/local/cuda.
+std::vector<std::string> library_candidates(std::initializer_list<const char*> names) {
   std::vector<std::string> out;
-  const char* names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
   {
     std::lock_guard<std::mutex> lock(search_path_mutex());
     for (const auto& dir : search_paths())
@@ -37,9 +39,13 @@ std::vector<std::string> nvrtc_candidates() {
     if (const char* v = std::getenv(env))
       for (const char* n : names) out.push_back(std::string(v) + "/lib64/" + n);
   }
-  for (const char* n : names) out.push_back(n);  // the dynamic linker's own search
+  for (const char* n : names) out.push_back(n);
   for (const char* n : names) out.push_back(std::string("/usr/local/cuda/lib64/") + n);
   return out;
+}
+
+std::vector<std::string> nvrtc_candidates() {
+  return library_candidates({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"});
 }
 
 NvrtcApi load_nvrtc() {
@@ -67,20 +73,7 @@ NvrtcApi load_nvrtc() {
 }
 
 std::vector<std::string> nvjitlink_candidates() {
-  std::vector<std::string> out;
-  const char* names[] = {"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so"};
-  {
-    std::lock_guard<std::mutex> lock(search_path_mutex());
-    for (const auto& dir : search_paths())
-      for (const char* n : names) out.push_back(dir + "/" + n);
-  }
-  for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* v = std::getenv(env))
-      for (const char* n : names) out.push_back(std::string(v) + "/lib64/" + n);
-  }
-  for (const char* n : names) out.push_back(n);
-  for (const char* n : names) out.push_back(std::string("/usr/local/cuda/lib64/") + n);
-  return out;
+  return library_candidates({"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so"});
 }
 
 NvJitLinkApi load_nvjitlink() {

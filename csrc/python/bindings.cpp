@@ -379,8 +379,11 @@ py::dict spec_dict(const Specialization& s) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_cudajit C++ core";
 
+  // C++ exceptions with fields become Python exceptions with attributes.
   static py::exception<CompileError> compile_error(m, "CompileError", PyExc_RuntimeError);
+  static py::exception<KernelAssertionError> assertion_error(m, "KernelAssertionError", PyExc_RuntimeError);
   g_compile_error = compile_error.ptr();
+  g_assertion_error = assertion_error.ptr();
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -392,14 +395,6 @@ PYBIND11_MODULE(_C, m) {
       err.attr("log") = e.log();
       err.attr("source") = e.numbered_source();
       PyErr_SetObject(g_compile_error, err.ptr());
-    }
-  });
-
-  static py::exception<KernelAssertionError> assertion_error(m, "KernelAssertionError", PyExc_RuntimeError);
-  g_assertion_error = assertion_error.ptr();
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
     } catch (const KernelAssertionError& e) {
       py::object err = py::reinterpret_borrow<py::object>(g_assertion_error)(e.what_without_backtrace());
       err.attr("kernel_name") = e.kernel_name();
@@ -407,15 +402,10 @@ PYBIND11_MODULE(_C, m) {
       err.attr("line") = e.line();
       err.attr("thread") = py::make_tuple(e.thread()[0], e.thread()[1], e.thread()[2]);
       err.attr("block") = py::make_tuple(e.block()[0], e.block()[1], e.block()[2]);
-      if (e.bounds()) {
-        err.attr("index") = e.index();
-        err.attr("dim") = e.dim();
-        err.attr("shape") = py::tuple(py::cast(e.shape()));
-      } else {
-        err.attr("index") = py::none();
-        err.attr("dim") = py::none();
-        err.attr("shape") = py::none();
-      }
+      const bool bounds = e.bounds();
+      err.attr("index") = bounds ? py::object(py::int_(e.index())) : py::object(py::none());
+      err.attr("dim") = bounds ? py::object(py::int_(e.dim())) : py::object(py::none());
+      err.attr("shape") = bounds ? py::object(py::tuple(py::cast(e.shape()))) : py::object(py::none());
       PyErr_SetObject(g_assertion_error, err.ptr());
     }
   });
