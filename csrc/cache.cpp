@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -31,11 +32,6 @@ constexpr const char* kEntrySuffix = ".cj";
 constexpr const char* kLockSuffix = ".lock";
 constexpr const char* kTempSuffix = ".tmp";
 
-bool ends_with(const std::string& s, const char* suffix) {
-  size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
 std::string dirname_of(const std::string& p) {
   size_t s = p.rfind('/');
   if (s == std::string::npos) return ".";
@@ -43,6 +39,22 @@ std::string dirname_of(const std::string& p) {
 }
 
 std::string errno_text() { return std::strerror(errno); }
+
+bool is_hex_key(const std::string& s, size_t from, size_t to) {
+  if (to - from != 64) return false;
+  for (size_t i = from; i < to; ++i)
+    if (!std::isxdigit(static_cast<unsigned char>(s[i])) || std::isupper(static_cast<unsigned char>(s[i])))
+      return false;
+  return true;
+}
+
+// Only files this cache wrote are ever removed: <key>.cj, <key>.lock and .<key>.<pid>.<n>.tmp.
+bool is_cache_file(const std::string& name, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  if (name.size() < n || name.compare(name.size() - n, n, suffix) != 0) return false;
+  if (std::strcmp(suffix, ".tmp") == 0) return name.size() > 66 && name[0] == '.' && is_hex_key(name, 1, 65);
+  return is_hex_key(name, 0, name.size() - n);
+}
 
 // --- environment -----------------------------------------------------------------------------
 
@@ -58,7 +70,7 @@ int64_t parse_bytes(const std::string& text) {
   char* end = nullptr;
   errno = 0;
   double v = std::strtod(text.c_str(), &end);
-  if (errno != 0 || end == text.c_str() || v < 0) return -1;
+  if (errno != 0 || end == text.c_str() || !std::isfinite(v) || v < 0) return -1;
   std::string unit(end);
   for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (!unit.empty() && unit.back() == 'B') unit.pop_back();
@@ -69,6 +81,7 @@ int64_t parse_bytes(const std::string& text) {
   else if (unit == "G") scale = 1024.0 * 1024 * 1024;
   else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
   else if (!unit.empty()) return -1;
+  if (v * scale >= 9.0e18) return -1;  // beyond int64
   return static_cast<int64_t>(v * scale);
 }
 
@@ -493,18 +506,33 @@ std::string DiskCache::key(const Program& program, const std::vector<Instantiati
   std::vector<std::string> others;
   for (size_t i = 0; i < options.extra.size(); ++i) {
     const std::string& o = options.extra[i];
-    if ((o == "-I" || o == "--include-path") && i + 1 < options.extra.size())
+    const bool has_value = i + 1 < options.extra.size();
+    if ((o == "-I" || o == "--include-path") && has_value)
       include_dirs.push_back(options.extra[++i]);
     else if (o.rfind("-I", 0) == 0) include_dirs.push_back(o.substr(2));
     else if (o.rfind("--include-path=", 0) == 0) include_dirs.push_back(o.substr(15));
+    else if ((o == "-D" || o == "-U") && has_value) others.push_back(o + options.extra[++i]);
     else others.push_back(o);
   }
   std::sort(others.begin(), others.end());
-  // Linked files count by content: relinking after an edit must miss.
+  // Linked files count by content, with the headers .cu files include, and so does the
+  // nvJitLink library: relinking after an edit must miss.
   h.field("link");
   for (const auto& path : options.link) {
     std::string data;
     h.field(path).field(read_file(path, data) ? sha256_hex(data) : "unreadable");
+    if (path.size() > 3 && path.compare(path.size() - 3, 3, ".cu") == 0) {
+      std::vector<std::string> dirs = {dirname_of(path)};
+      dirs.insert(dirs.end(), include_dirs.begin(), include_dirs.end());
+      hash_headers(h, data, dirs, n_default > 1 ? include_dirs[n_default - 1] : "");
+    }
+  }
+  if (!options.link.empty()) {
+    const std::string jitlink = detail::nvjitlink().library_path;
+    struct stat st;
+    h.field(jitlink).field(stat(jitlink.c_str(), &st) == 0 ? std::to_string(st.st_size) + ":" +
+                                                               std::to_string(st.st_mtim.tv_sec)
+                                                         : "");
   }
   h.field("options");
   for (const auto& o : others) h.field(o);
@@ -611,7 +639,7 @@ void DiskCache::store(const std::string& key, const CompiledProgram& compiled) {
   // Eviction scans the folder; that happens only after a compile, which costs far more.
   int64_t total = 0;
   for (const auto& e : list_dir(dir))
-    if (ends_with(e.name, kEntrySuffix)) total += e.size;
+    if (is_cache_file(e.name, kEntrySuffix)) total += e.size;
   if (total > bound) prune(bound, /*keep_newest=*/true);  // it was just compiled
 }
 
@@ -637,17 +665,27 @@ CacheInfo DiskCache::info() {
   out.enabled = s.enabled;
   out.max_bytes = s.max_bytes;
   for (const auto& e : list_dir(s.dir))
-    if (ends_with(e.name, kEntrySuffix)) {
+    if (is_cache_file(e.name, kEntrySuffix)) {
       out.entries += 1;
       out.bytes += e.size;
     }
   return out;
 }
 
+namespace {
+// clear and prune delete files: only in a folder of this user's, and only files named as this
+// cache names them (a cache folder pointed at /tmp must not cost anyone their files).
+bool owned_folder(const std::string& dir) {
+  struct stat st;
+  return lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid();
+}
+}  // namespace
+
 CacheInfo DiskCache::clear() {
   CacheInfo out = info();
+  if (!owned_folder(out.dir)) return out;
   for (const auto& e : list_dir(out.dir))
-    if ((ends_with(e.name, kEntrySuffix) || ends_with(e.name, kTempSuffix)) &&
+    if ((is_cache_file(e.name, kEntrySuffix) || is_cache_file(e.name, kTempSuffix)) &&
         ::unlink(e.path.c_str()) == 0)
       out.removed += 1;
   out.entries = out.bytes = 0;
@@ -663,15 +701,16 @@ CacheInfo DiskCache::prune(int64_t max_bytes, bool keep_newest) {
   out.max_bytes = max_bytes;
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count();
+  if (!owned_folder(s.dir)) return out;
   std::vector<DirEntry> entries;
   for (auto& e : list_dir(s.dir)) {
-    if (ends_with(e.name, kEntrySuffix)) {
+    if (is_cache_file(e.name, kEntrySuffix)) {
       entries.push_back(std::move(e));
-    } else if (ends_with(e.name, kTempSuffix)) {
+    } else if (is_cache_file(e.name, kTempSuffix)) {
       // A writer renames within milliseconds; an hour-old temporary file's writer died.
       if (now_ns - e.mtime_ns > int64_t(3600) * 1000000000 && ::unlink(e.path.c_str()) == 0)
         out.removed += 1;
-    } else if (ends_with(e.name, kLockSuffix)) {
+    } else if (is_cache_file(e.name, kLockSuffix)) {
       // Remove lock files nobody holds; one that is held is in use by a compile.
       Fd f(::open(e.path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
       if (f.fd >= 0 && ::flock(f.fd, LOCK_EX | LOCK_NB) == 0 && ::unlink(e.path.c_str()) == 0)
@@ -706,11 +745,21 @@ CompiledProgram compile_cached(const Program& program,
   DiskCache& cache = DiskCache::instance();
   if (!use_cache || !cache.usable()) return program.compile(requests, options);
   const std::string key = cache.key(program, requests, options);
+  // An entry must hold one instantiation per request, with one probe per parameter.
+  auto fits = [&](const std::optional<CompiledProgram>& c) {
+    if (!c || c->lowered_names.size() != requests.size() || c->probes.size() != requests.size())
+      return false;
+    for (size_t i = 0; i < requests.size(); ++i)
+      if (c->probes[i].size() != requests[i].key.size) return false;
+    return true;
+  };
   auto found = cache.load(key);
+  if (found && !fits(found)) found.reset();
   if (!found) {
     // Processes that start together queue here; all but the first then find the file.
     DiskCache::KeyLock lock = cache.lock(key);
     found = cache.load(key);
+    if (found && !fits(found)) found.reset();
     if (!found) {
       result = CacheOutcome::kMiss;
       cache.counters().misses++;

@@ -72,6 +72,7 @@
   X(cuLibraryGetGlobal)                           \
   X(cuMemcpyDtoH)                                 \
   X(cuMemcpyHtoD)                                 \
+  X(cuMemsetD8Async)                              \
   X(cuStreamSynchronize)                          \
   X(cuStreamIsCapturing)
 

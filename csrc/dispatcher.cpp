@@ -434,14 +434,22 @@ std::shared_ptr<Specialization> Dispatcher::adopt(const SpecKey& key,
   if (outcome == CacheOutcome::kHit) counters_.hits++;
   if (outcome == CacheOutcome::kMiss) counters_.misses++;
   std::shared_ptr<Specialization> spec = build(key, compiled, 0);
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second.get();  // compiled meanwhile: keep the first
-  std::promise<std::shared_ptr<Specialization>> ready;
-  ready.set_value(spec);
-  cache_.emplace(key, ready.get_future().share());
-  order_.push_back(spec);
-  return spec;
+  std::shared_future<std::shared_ptr<Specialization>> existing;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      std::promise<std::shared_ptr<Specialization>> ready;
+      ready.set_value(spec);
+      cache_.emplace(key, ready.get_future().share());
+      order_.push_back(spec);
+      return spec;
+    }
+    existing = it->second;
+  }
+  // Compiled (or being compiled) here meanwhile: keep that one. Waiting outside the lock lets
+  // the compiling thread finish.
+  return existing.get();
 }
 
 std::shared_ptr<Specialization> Dispatcher::get(const SpecKey& key) {
@@ -556,7 +564,15 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
   CUstream stream = cfg.has_stream
                         ? cfg.stream
                         : c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
-  if (program_->cooperative()) {
+  // Debug mode: clear the failure record on the launch's stream, so that a failure recorded
+  // by an earlier launch (another stream, a graph replay) is never reported for this one.
+  std::pair<CUdeviceptr, size_t> debug_record{0, 0};
+  if (options_.compile.debug) {
+    debug_record = kernel.library().global("cj_debug_record");
+    if (debug_record.first != 0)
+      CJ_CHECK(cuMemsetD8Async, debug_record.first, 0, debug_record.second, stream);
+  }
+  if (cooperative()) {
     // A grid-wide barrier needs every block resident at once: a larger grid would hang.
     TORCH_CHECK_VALUE(lim.cooperative_launch, "torch_cudajit: kernel '", decl_->name,
                       "' synchronizes the whole grid, but device ", device,
@@ -583,7 +599,7 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
              static_cast<unsigned>(cfg.block[1]), static_cast<unsigned>(cfg.block[2]),
              static_cast<unsigned>(cfg.shared_mem), stream, ptrs, nullptr);
   }
-  if (options_.compile.debug) check_debug_record(kernel, stream);
+  if (debug_record.first != 0) check_debug_record(debug_record.first, debug_record.second, stream);
 }
 
 namespace {
@@ -621,19 +637,17 @@ KernelAssertionError::KernelAssertionError(std::string message, std::string kern
       dim_(dim),
       shape_(std::move(shape)) {}
 
-void Dispatcher::check_debug_record(LoadedKernel& kernel, CUstream stream) {
+void Dispatcher::check_debug_record(CUdeviceptr ptr, size_t size, CUstream stream) {
   // Reading the record needs a synchronization, which a CUDA graph capture forbids.
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   CJ_CHECK(cuStreamIsCapturing, stream, &capture);
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return;
-  const auto [ptr, size] = kernel.library().global("cj_debug_record");
-  if (ptr == 0 || size != sizeof(DebugRecord)) return;
+  TORCH_INTERNAL_ASSERT(size == sizeof(DebugRecord), "cj_debug_record is ", size,
+                        " bytes; the host expects ", sizeof(DebugRecord));
   CJ_CHECK(cuStreamSynchronize, stream);
   DebugRecord r;
   CJ_CHECK(cuMemcpyDtoH, &r, ptr, sizeof(r));
   if (r.kind == 0) return;
-  const DebugRecord cleared{};
-  CJ_CHECK(cuMemcpyHtoD, ptr, &cleared, sizeof(cleared));
   r.file[sizeof(r.file) - 1] = 0;
   r.message[sizeof(r.message) - 1] = 0;
   std::ostringstream where;
@@ -688,8 +702,17 @@ int64_t Dispatcher::max_cooperative_grid_blocks(Specialization& spec, int device
   if (c10::cuda::current_device() != device) guard.set_index(static_cast<c10::DeviceIndex>(device));
   ensure_context(device);
   LoadedKernel& k = spec.loaded();
-  k.device_state(device);
-  if (dynamic_shared > k.device_state(device).dynamic_shared_limit)
+  const KernelDeviceState& state = k.device_state(device);
+  const DeviceLimits& lim = device_limits(device);
+  TORCH_CHECK_VALUE(threads <= state.max_threads_per_block, "torch_cudajit: kernel '", decl_->name,
+                    "' allows at most ", state.max_threads_per_block,
+                    " threads per block on this device; got ", threads, ".");
+  const int64_t available = lim.max_shared_optin - state.static_shared;
+  TORCH_CHECK_VALUE(dynamic_shared <= available, "torch_cudajit: kernel '", decl_->name,
+                    "' may use at most ", available, " bytes of dynamic shared memory (",
+                    lim.max_shared_optin, " per block minus ", state.static_shared,
+                    " static); got ", dynamic_shared, ".");
+  if (dynamic_shared > state.dynamic_shared_limit)
     k.reserve_dynamic_shared(device, static_cast<int>(dynamic_shared));
   return int64_t(k.max_active_blocks_per_sm(threads, static_cast<size_t>(dynamic_shared))) *
          device_limits(device).multiprocessors;

@@ -47,6 +47,8 @@ struct KernelOptions {
   CompileOptions compile;     ///< compile.arch is ignored: the device decides
   std::string template_args;  ///< explicit template arguments ("" deduces all)
   bool cache = true;          ///< use the disk cache (when it is enabled for the process)
+  /// Launch with cuLaunchCooperativeKernel: -1 detects grid syncs in the source, 0 or 1 force.
+  int cooperative = -1;
 };
 
 /// How one parameter is filled at launch.
@@ -159,7 +161,9 @@ class Dispatcher {
   int64_t max_cooperative_grid_blocks(Specialization& spec, int device, int threads,
                                       int64_t dynamic_shared);
   /// True for kernels with a grid-wide barrier, launched with cuLaunchCooperativeKernel.
-  bool cooperative() const { return program_->cooperative(); }
+  bool cooperative() const {
+    return options_.cooperative >= 0 ? options_.cooperative != 0 : program_->cooperative(decl_->name);
+  }
   /// Disk-cache hits and misses of this kernel's compiles.
   const CacheCounters& cache_counters() const { return counters_; }
 
@@ -168,7 +172,7 @@ class Dispatcher {
                                         const std::shared_ptr<const CompiledProgram>& compiled,
                                         size_t index) const;
   /// Debug mode: waits for the launch and raises KernelAssertionError for a failed check.
-  void check_debug_record(LoadedKernel& kernel, CUstream stream);
+  void check_debug_record(CUdeviceptr record, size_t size, CUstream stream);
   [[noreturn]] void fail_param(size_t i, const std::string& what) const;  // TypeError
   [[noreturn]] void fail_value(size_t i, const std::string& what) const;  // ValueError
 

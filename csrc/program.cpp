@@ -58,6 +58,24 @@ std::string find_package_include_dir() {
   return CJ_SOURCE_INCLUDE_DIR;
 }
 
+// The CUDA major version of an NVRTC library from its file name (libnvrtc.so.13.0.88 -> 13).
+int nvrtc_major_from_file(const std::string& path) {
+  const size_t at = path.rfind(".so.");
+  if (at == std::string::npos) return 0;
+  return std::atoi(path.c_str() + at + 4);
+}
+
+// CUDA_VERSION / 1000 of the cuda.h in a folder, 0 when unknown.
+int cuda_header_major(const std::string& dir) {
+  std::ifstream f(dir + "/cuda.h");
+  std::string line;
+  while (std::getline(f, line)) {
+    const size_t at = line.find("#define CUDA_VERSION ");
+    if (at != std::string::npos) return std::atoi(line.c_str() + at + 21) / 1000;
+  }
+  return 0;
+}
+
 std::string find_cuda_include_dir() {
   std::vector<std::string> candidates;
   for (const char* env : {"CUDA_HOME", "CUDA_PATH"})
@@ -67,14 +85,22 @@ std::string find_cuda_include_dir() {
   if (nvrtc_path.find('/') != std::string::npos)
     candidates.push_back(dirname(dirname(nvrtc_path)) + "/include");
   candidates.push_back("/usr/local/cuda/include");
-  // Prefer a folder that also has libcu++ (CCCL), which cooperative_groups.h and the cuda/std
-  // headers need; NVIDIA's runtime wheels ship the CUDA headers without it.
-  for (const auto& c : candidates)
-    if (file_exists(c + "/cuda_fp16.h") &&
-        (file_exists(c + "/cccl/cuda/std/type_traits") || file_exists(c + "/cuda/std/type_traits")))
+  // Headers of NVRTC's own CUDA major version first; among those, a folder that also has
+  // libcu++ (CCCL), which cooperative_groups.h and the cuda/std headers need (NVIDIA's runtime
+  // wheels ship the CUDA headers without it).
+  const int major = nvrtc_major_from_file(nvrtc_path);
+  auto has_cccl = [](const std::string& c) {
+    return file_exists(c + "/cccl/cuda/std/type_traits") || file_exists(c + "/cuda/std/type_traits");
+  };
+  for (int pass = 0; pass < 4; ++pass) {
+    const bool want_version = pass < 2, want_cccl = pass % 2 == 0;
+    for (const auto& c : candidates) {
+      if (!file_exists(c + "/cuda_fp16.h")) continue;
+      if (want_version && (major <= 0 || cuda_header_major(c) != major)) continue;
+      if (want_cccl && !has_cccl(c)) continue;
       return c;
-  for (const auto& c : candidates)
-    if (file_exists(c + "/cuda_fp16.h")) return c;
+    }
+  }
   return "";
 }
 
@@ -140,8 +166,31 @@ Program::Program(std::string source, std::string filename)
     : source_(std::move(source)), filename_(std::move(filename)) {
   kernels_ = reflect_kernels(source_);
   rewritten_ = rewrite_layouts(source_, kernels_);
-  cooperative_ = source_.find("this_grid") != std::string::npos ||
-                 source_.find("grid_group") != std::string::npos;
+
+}
+
+namespace {
+bool mentions_grid_sync(const std::string& text) {
+  return text.find("this_grid") != std::string::npos || text.find("grid_group") != std::string::npos;
+}
+}  // namespace
+
+bool Program::cooperative(const std::string& kernel_name) const {
+  if (!mentions_grid_sync(source_)) return false;
+  // The kernel's own region: from its declaration to the next kernel's (or the end).
+  std::vector<size_t> starts;
+  for (const auto& k : kernels_) starts.push_back(k.decl_begin);
+  std::sort(starts.begin(), starts.end());
+  bool in_some_kernel = false;
+  for (const auto& k : kernels_) {
+    auto next = std::upper_bound(starts.begin(), starts.end(), k.decl_begin);
+    const size_t end = next == starts.end() ? source_.size() : *next;
+    const bool uses = mentions_grid_sync(source_.substr(k.decl_begin, end - k.decl_begin));
+    in_some_kernel = in_some_kernel || uses;
+    if (k.name == kernel_name && uses) return true;
+  }
+  // Only helpers (before the first kernel) use it: the kernels may call them.
+  return !in_some_kernel;
 }
 
 const KernelDecl& Program::kernel(const std::string& name) const {
@@ -258,6 +307,7 @@ std::string compile_cu_to_ltoir(const std::string& path, const std::vector<std::
   } destroy{&prog};
   std::vector<std::string> opts = options;
   opts.push_back("-I" + dirname(path));
+  opts.push_back("-DCJ_LINKED_FILE");  // cj.cuh's debug globals are defined by the kernel's file
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   nvrtcResult r = detail::nvrtc().nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
@@ -356,10 +406,24 @@ void Program::link(nvrtcProgram prog, const std::vector<InstantiationRequest>& r
   std::string ir(ir_size, '\0');
   CJ_CHECK(nvrtcGetLTOIR, prog, &ir[0]);
   // nvJitLink always produces machine code for the device's own architecture.
-  const std::string arch = "-arch=sm_" + std::to_string(options.arch);
-  const char* link_options[] = {arch.c_str(), "-lto"};
+  // With -dlto NVRTC stops before code generation, so the options that shape machine code
+  // go to nvJitLink, which generates it.
+  std::vector<std::string> link_opts = {"-arch=sm_" + std::to_string(options.arch), "-lto"};
+  if (options.debug) link_opts.push_back("-g");
+  if (options.lineinfo) link_opts.push_back("-lineinfo");
+  for (const auto& o : options.extra) {
+    if (o.rfind("--maxrregcount=", 0) == 0) link_opts.push_back("-maxrregcount=" + o.substr(15));
+    else if (o.rfind("-maxrregcount=", 0) == 0) link_opts.push_back(o);
+    else if (o.rfind("--ptxas-options=-O", 0) == 0) link_opts.push_back(o.substr(16));
+    else if (o == "--use_fast_math" || o == "-use_fast_math") {
+      for (const char* f : {"-ftz=true", "-prec-div=false", "-prec-sqrt=false", "-fma=true"})
+        link_opts.push_back(f);
+    }
+  }
+  std::vector<const char*> link_argv;
+  for (const auto& o : link_opts) link_argv.push_back(o.c_str());
   nvJitLinkHandle h = nullptr;
-  CJ_CHECK(nvJitLinkCreate, &h, 2u, link_options);
+  CJ_CHECK(nvJitLinkCreate, &h, static_cast<uint32_t>(link_argv.size()), link_argv.data());
   struct Destroy {
     nvJitLinkHandle* h;
     ~Destroy() { detail::nvjitlink().nvJitLinkDestroy(h); }

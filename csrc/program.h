@@ -93,9 +93,10 @@ class Program {
   /// when nvJitLink cannot link the `link` files.
   CompiledProgram compile(const std::vector<InstantiationRequest>& requests,
                           const CompileOptions& options) const;
-  /// True when a kernel uses a grid-wide barrier (cooperative_groups::this_grid / grid_group):
-  /// such kernels are launched with cuLaunchCooperativeKernel.
-  bool cooperative() const { return cooperative_; }
+  /// True when a kernel uses a grid-wide barrier (cooperative_groups::this_grid / grid_group)
+  /// in its own text; when only code outside the kernels does (a helper function), every
+  /// kernel counts as cooperative. Such kernels launch with cuLaunchCooperativeKernel.
+  bool cooperative(const std::string& kernel_name) const;
 
  private:
   std::string generated_source(const std::vector<InstantiationRequest>& requests,
@@ -106,7 +107,6 @@ class Program {
 
   std::string source_, filename_, rewritten_;
   std::vector<KernelDecl> kernels_;
-  bool cooperative_ = false;
 };
 
 /// NVRTC compiles this process has run (tests check that loading cached or pickled kernels

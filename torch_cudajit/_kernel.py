@@ -309,8 +309,8 @@ class _Launch:
     def _occupancy_warning(self, grid, block) -> str:
         if os.environ.get("TORCH_CUDAJIT_LOW_OCCUPANCY_WARNINGS", "1") == "0":
             return ""
-        if not torch.cuda.is_available():
-            return ""
+        if not torch.cuda.is_available() or self._kernel._core.cooperative:
+            return ""  # a cooperative grid is bounded by co-residency, not a choice
         try:
             g = _dims(grid, "grid", self.name)
             b = _dims(block, "block", self.name)
@@ -474,7 +474,8 @@ class Kernel(_Launch):
         self._script_object = torch.classes.cudajit.Kernel(
             program.source, name, list(options["options"]), options["std"], options["debug"],
             options["lineinfo"], options["template_args"], options.get("cache", True),
-            list(options.get("link", ())), program.filename)
+            list(options.get("link", ())), program.filename,
+            {None: -1, False: 0, True: 1}[options.get("cooperative")])
         self._occupancy_warned: set = set()
         self._core = _C.dispatcher_of(self._script_object)
         for ext in extensions:
@@ -626,8 +627,8 @@ class Kernel(_Launch):
         # Source and options, plus every compiled specialization, so that a new process of the
         # same architecture launches without compiling.
         compiled = [(s.key_bytes, s.serialized) for s in self._core.specializations()]
-        return (_rebuild_kernel, (self._program.source, self._program.filename, self._name,
-                                  self._options, self._extensions, compiled))
+        return (_rebuild_kernel, (_PICKLE_VERSION, self._program.source, self._program.filename,
+                                  self._name, self._options, self._extensions, compiled))
 
     def __repr__(self):
         params = ", ".join(f"{p.type} {p.name}" for p in self._params)
@@ -715,10 +716,16 @@ class KernelModule:
         return f"<torch_cudajit.KernelModule {', '.join(self._kernels)}>"
 
 
-def _rebuild_kernel(source, filename, name, options, extensions, compiled):
+#: Layout of pickled specializations (keys and compiled code); older or newer pickles still
+#: unpickle, but their specializations are compiled again instead of trusted.
+_PICKLE_VERSION = 1
+
+
+def _rebuild_kernel(version, source, filename, name, options, extensions, compiled):
     kernel = Kernel(_C.Program(source, filename), name, options, extensions)
-    for key, data in compiled:
-        kernel._core.adopt_key(key, data)
+    if version == _PICKLE_VERSION:
+        for key, data in compiled:
+            kernel._core.adopt_key(key, data)
     return kernel
 
 
@@ -746,7 +753,7 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         fastmath: bool = False, lineinfo: bool = False, debug: bool = False,
         template_args=None, extensions: Sequence[Extension] = (), filename: str = "kernel.cu",
         cache: bool = True, max_registers: int | None = None, opt=True,
-        link: Iterable[str] = ()):
+        link: Iterable[str] = (), cooperative: bool | None = None):
     """Compiles CUDA C++ kernels on demand.
 
     Args:
@@ -767,7 +774,11 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         link: files linked into the kernel with nvJitLink: .cu, .ptx, .cubin, .fatbin,
             .ltoir, .o and .a. The kernel then compiles to LTO-IR and is linked with
             link-time optimization.
+        cooperative: launch with cuLaunchCooperativeKernel (grid-wide sync). None detects
+            cooperative_groups::this_grid / grid_group in the kernel's source text.
     """
+    if cooperative is not None and not isinstance(cooperative, bool):
+        raise TypeError(f"cooperative must be None or a bool, got {type(cooperative).__name__}")
     if max_registers is not None and (not isinstance(max_registers, int)
                                       or isinstance(max_registers, bool) or max_registers < 1):
         raise ValueError(f"max_registers must be a positive int, got {max_registers!r}")
@@ -812,7 +823,8 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
     if opt_level != 3:
         opts.append(f"--ptxas-options=-O{opt_level}")
     config = dict(options=opts, std=std, debug=bool(debug), lineinfo=bool(lineinfo),
-                  template_args=_template_args(template_args), cache=cache, link=tuple(link_files))
+                  template_args=_template_args(template_args), cache=cache, link=tuple(link_files),
+                  cooperative=cooperative)
     program = _C.Program(source, filename)
     names = program.kernel_names
     if name is not None:

@@ -12,10 +12,17 @@ import multiprocessing
 import os
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 
-# What forked workers read: set just before the pool forks, cleared after.
+# What a forked worker compiles: set in the worker by _init_worker (never in the parent, so
+# two precompile calls on two threads cannot see each other's job).
 _JOB = None
+
+
+def _init_worker(job):
+    global _JOB
+    _JOB = job
 
 
 class _Bar:
@@ -59,7 +66,6 @@ def run_parallel(core, bound, arch: int, *, workers=None, processes=None, progre
                  label="compiling"):
     """Compiles every argument tuple of `bound` for `arch` with `core` (a _C.Dispatcher);
     returns the specializations in order, raising the first failure after all have run."""
-    global _JOB
     if not bound:
         return []
     if workers is None:
@@ -79,19 +85,24 @@ def run_parallel(core, bound, arch: int, *, workers=None, processes=None, progre
 
     todo = [i for i, args in enumerate(bound) if not core.is_compiled(args, arch)]
     if processes and workers > 1 and len(todo) > 1:
-        _JOB = (core, bound, arch)
+        # fork: the workers inherit the job (no pickling of kernels or tensors). A worker that
+        # dies (out of memory, a crash in NVRTC) breaks the pool instead of hanging it; what it
+        # left undone is compiled here.
+        context = multiprocessing.get_context("fork")
         try:
-            with multiprocessing.get_context("fork").Pool(min(workers, len(todo))) as pool:
-                for i, data, outcome in pool.imap_unordered(_compile_in_worker, todo):
+            with ProcessPoolExecutor(min(workers, len(todo)), mp_context=context,
+                                     initializer=_init_worker,
+                                     initargs=((core, bound, arch),)) as pool:
+                for future in as_completed([pool.submit(_compile_in_worker, i) for i in todo]):
+                    i, data, outcome = future.result()
                     if data is not None:
                         core.adopt_serialized(bound[i], arch, data, outcome)
                         bar.step()
-        finally:
-            _JOB = None
+        except BrokenProcessPool:
+            pass
         # Entries a worker could not compile (errors) run here, to raise with full detail.
         leftover = [i for i in todo if not core.is_compiled(bound[i], arch)]
-        already = len(bound) - len(leftover)
-        bar.done = already
+        bar.done = len(bound) - len(leftover)
         results = {}
         errors = []
         for i in leftover:

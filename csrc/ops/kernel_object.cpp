@@ -43,7 +43,8 @@ Arg scalar_arg(const c10::Scalar& s) {
 
 KernelObject::KernelObject(std::string source, std::string name, std::vector<std::string> options,
                            std::string std, bool debug, bool lineinfo, std::string template_args,
-                           bool cache, std::vector<std::string> link, std::string filename)
+                           bool cache, std::vector<std::string> link, std::string filename,
+                           int64_t cooperative)
     : source_(std::move(source)),
       name_(std::move(name)),
       std_(std::move(std)),
@@ -53,7 +54,8 @@ KernelObject::KernelObject(std::string source, std::string name, std::vector<std
       link_(std::move(link)),
       debug_(debug),
       lineinfo_(lineinfo),
-      cache_(cache) {
+      cache_(cache),
+      cooperative_(cooperative) {
   KernelOptions o;
   o.compile.extra = options_;
   o.compile.std = std_;
@@ -62,6 +64,7 @@ KernelObject::KernelObject(std::string source, std::string name, std::vector<std
   o.template_args = template_args_;
   o.cache = cache_;
   o.compile.link = link_;
+  o.cooperative = static_cast<int>(cooperative_);
   dispatcher_ = std::make_shared<Dispatcher>(std::make_shared<const Program>(source_, filename_), name_, o);
   for (const Param& p : dispatcher_->decl().params) {
     if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer)
@@ -72,6 +75,7 @@ KernelObject::KernelObject(std::string source, std::string name, std::vector<std
   Sha256 h;
   h.field(source_).field(name_).field(std_).field(template_args_).field(filename_);
   h.field(debug_ ? "debug" : "").field(lineinfo_ ? "lineinfo" : "");
+  h.field(std::to_string(cooperative_));
   for (const auto& opt : options_) h.field(opt);
   for (const auto& file : link_) h.field("link").field(file);
   fingerprint_ = h.hex_digest().substr(0, 16);
@@ -80,11 +84,11 @@ KernelObject::KernelObject(std::string source, std::string name, std::vector<std
 KernelObject::KernelObject(const State& s)
     : KernelObject(std::get<0>(s), std::get<1>(s), std::get<2>(s), std::get<3>(s), std::get<4>(s),
                    std::get<5>(s), std::get<6>(s), std::get<7>(s), std::get<8>(s),
-                   std::get<9>(s)) {}
+                   std::get<9>(s), std::get<10>(s)) {}
 
 KernelObject::State KernelObject::state() const {
   return State(source_, name_, options_, std_, debug_, lineinfo_, template_args_, cache_, link_,
-               filename_);
+               filename_, cooperative_);
 }
 
 void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,
@@ -153,7 +157,8 @@ void ensure_kernel_class() {
   static const bool registered = [] {
     torch::class_<KernelObject>("cudajit", "Kernel")
         .def(torch::init<std::string, std::string, std::vector<std::string>, std::string, bool,
-                         bool, std::string, bool, std::vector<std::string>, std::string>())
+                         bool, std::string, bool, std::vector<std::string>, std::string,
+                         int64_t>())
         .def("name", [](const KernelPtr& k) { return k->name(); })
         .def("source", [](const KernelPtr& k) { return k->source(); })
         .def("fingerprint", [](const KernelPtr& k) { return k->fingerprint(); })

@@ -28,13 +28,15 @@ constexpr size_t kOpOutputSlots = 4;
 class KernelObject : public torch::CustomClassHolder {
  public:
   /// What pickling keeps: source, name, NVRTC options, C++ standard, debug, lineinfo,
-  /// explicit template arguments, use of the disk cache, files linked in, source file name.
+  /// explicit template arguments, use of the disk cache, files linked in, source file name,
+  /// cooperative launch (-1: detected from the source, 0/1: forced).
   using State = std::tuple<std::string, std::string, std::vector<std::string>, std::string, bool,
-                           bool, std::string, bool, std::vector<std::string>, std::string>;
+                           bool, std::string, bool, std::vector<std::string>, std::string, int64_t>;
 
   KernelObject(std::string source, std::string name, std::vector<std::string> options,
                std::string std, bool debug, bool lineinfo, std::string template_args,
-               bool cache, std::vector<std::string> link, std::string filename);
+               bool cache, std::vector<std::string> link, std::string filename,
+               int64_t cooperative);
   explicit KernelObject(const State& state);
 
   State state() const;
@@ -57,6 +59,7 @@ class KernelObject : public torch::CustomClassHolder {
   std::string source_, name_, std_, template_args_, filename_;
   std::vector<std::string> options_, link_;
   bool debug_ = false, lineinfo_ = false, cache_ = true;
+  int64_t cooperative_ = -1;
   std::string fingerprint_;
   std::vector<OpRole> roles_;
   std::shared_ptr<Dispatcher> dispatcher_;

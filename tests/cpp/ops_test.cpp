@@ -24,7 +24,7 @@ __global__ void axpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, cj::Array<con
 
 c10::intrusive_ptr<KernelObject> make_axpy(std::vector<std::string> options = {}) {
   return c10::make_intrusive<KernelObject>(kAxpy, "axpy", std::move(options), "c++17", false,
-                                           false, "", true, std::vector<std::string>{}, "axpy.cu");
+                                           false, "", true, std::vector<std::string>{}, "axpy.cu", -1);
 }
 
 TEST(OpsTest, SchemaAnnotatesWrittenTensors) {

@@ -126,6 +126,14 @@ def test_header_edit_misses(cache_dir, tmp_path):
     assert len(entries(cache_dir)) == 2
 
 
+def test_separate_token_defines_are_not_confused(cache_dir):
+    k1, _ = compile_scale(options=["-D", "CJT_A", "-U", "CJT_B"])
+    k2, _ = compile_scale(options=["-D", "CJT_B", "-U", "CJT_A"])
+    assert (k2.cache_hits, k2.cache_misses) == (0, 1)
+    k3, _ = compile_scale(options=["-U", "CJT_B", "-D", "CJT_A"])
+    assert (k3.cache_hits, k3.cache_misses) == (1, 0)
+
+
 def test_option_order_hits(cache_dir):
     k1, _ = compile_scale(options=["-DALPHA=1", "-DBETA=2", "--extra-device-vectorization"])
     k2, _ = compile_scale(options=["--extra-device-vectorization", "-DBETA=2", "-DALPHA=1"])
@@ -330,10 +338,11 @@ def test_environment_settings(tmp_path):
     env = {"TORCH_CUDAJIT_CACHE_DIR": "", "XDG_CACHE_HOME": "", "HOME": str(tmp_path / "home")}
     s = json.loads(run_python(code, folder, env).stdout)
     assert s["dir"] == str(tmp_path / "home" / ".cache" / "torch_cudajit")
-    r = run_python("import warnings, torch_cudajit as cj\nwarnings.simplefilter('always')\n"
-                   "print(cj.cache.settings()['max_bytes'])", folder,
-                   {"TORCH_CUDAJIT_CACHE_MAX_BYTES": "lots"})
-    assert int(r.stdout) == 4 << 30
+    for bad in ("lots", "inf", "nan", "1e30"):
+        r = run_python("import warnings, torch_cudajit as cj\nwarnings.simplefilter('always')\n"
+                       "print(cj.cache.settings()['max_bytes'])", folder,
+                       {"TORCH_CUDAJIT_CACHE_MAX_BYTES": bad})
+        assert int(r.stdout) == 4 << 30, bad
 
 
 def test_configure_rejects_bad_values():
@@ -352,8 +361,10 @@ def test_configure_rejects_bad_values():
 def test_cli(cache_dir):
     for dtype in (torch.float32, torch.float64, torch.float16):
         compile_scale(dtype)
-    (cache_dir / ".stale.tmp").write_bytes(b"x")
-    os.utime(cache_dir / ".stale.tmp", (1, 1))
+    stale = cache_dir / ("." + "ab" * 32 + ".123.456.tmp")  # a dead writer's temporary file
+    stale.write_bytes(b"x")
+    os.utime(stale, (1, 1))
+    (cache_dir / "notes.txt").write_text("not the cache's")  # never touched
 
     def cli(*args):
         r = run_python("import sys, runpy; sys.argv = ['torch_cudajit'] + %r\n"
@@ -368,10 +379,12 @@ def test_cli(cache_dir):
     # The oldest entry, the stale temporary file and the three unused lock files.
     assert "removed 5 file(s); 2 entries" in out
     assert sorted(entries(cache_dir)) == sorted(newest)
-    assert not (cache_dir / ".stale.tmp").exists()
+    assert not stale.exists()
     assert not list(cache_dir.glob("*.lock"))
+    assert (cache_dir / "notes.txt").exists()
     out = cli("cache", "clear")
     assert "removed 2 file(s)" in out and entries(cache_dir) == []
+    assert (cache_dir / "notes.txt").exists()
     assert "entries:   0" in cli("cache", "info")
     r = run_python("import sys, runpy; sys.argv = ['torch_cudajit', 'cache', 'prune', "
                    "'--max-bytes', 'huge']\nrunpy.run_module('torch_cudajit', run_name='__main__')",

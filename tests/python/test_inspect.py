@@ -541,3 +541,63 @@ print(cj._C.nvrtc_compile_count())
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "0"
+
+
+# -- review follow-ups: per-kernel cooperative detection, linking in debug mode, link options --
+
+
+def test_cooperative_detection_is_per_kernel(arch):
+    src = GRID_SUM + "\n__global__ void plain(float* o) { o[0] = 1.0f; }\n"
+    mod = cj.jit(src)
+    assert mod.grid_sum.cooperative and not mod.plain.cooperative
+    helper_only = r"""
+#include <cooperative_groups.h>
+__device__ void barrier() { cooperative_groups::this_grid().sync(); }
+__global__ void uses_helper(float* o) { barrier(); o[0] = 1.0f; }
+"""
+    assert cj.jit(helper_only).cooperative  # the helper may be called: launch cooperatively
+    assert not cj.jit(helper_only, cooperative=False).cooperative
+    assert cj.jit(SCALE, cooperative=True).cooperative
+    with pytest.raises(TypeError, match="cooperative must be None or a bool, got int"):
+        cj.jit(SCALE, cooperative=1)
+
+
+def test_debug_kernel_links_a_file_that_includes_cj(arch, tmp_path):
+    helper = tmp_path / "with_cj.cu"
+    helper.write_text('#include <cj/cj.cuh>\n__device__ float helper(float v) { return 3.0f * v + 1.0f; }\n')
+    c = cj.jit(USES_HELPER, link=[helper], debug=True).compile(meta(8), meta(8), arch=arch)
+    assert c.cubin  # one definition of the debug record, no duplicate symbols
+
+
+def test_link_applies_code_generation_options(arch, tmp_path):
+    helper = tmp_path / "helper.cu"
+    helper.write_text(HELPER_CU)
+    src = USES_HELPER.replace("__global__ void apply", HUNGRY.split("__global__ void hungry")[0] +
+                              "__global__ void apply")
+    loose = cj.jit(HUNGRY + "\nextern __device__ float helper(float v);\n", link=[helper])
+    tight = cj.jit(HUNGRY + "\nextern __device__ float helper(float v);\n", link=[helper],
+                   max_registers=32)
+    lc = loose.compile(meta(8), meta(8), 8, arch=arch)
+    tc = tight.compile(meta(8), meta(8), 8, arch=arch)
+    assert cubin_register_counts(lc.cubin)[0] > 32 >= cubin_register_counts(tc.cubin)[0]
+    assert src
+
+
+def test_link_header_edit_misses_the_cache(arch, tmp_path):
+    (tmp_path / "factor.h").write_text("#define FACTOR 3.0f\n")
+    helper = tmp_path / "helper.cu"
+    helper.write_text('#include "factor.h"\n__device__ float helper(float v) { return FACTOR * v; }\n')
+    c1 = cj.jit(USES_HELPER, link=[helper]).compile(meta(8), meta(8), arch=arch)
+    (tmp_path / "factor.h").write_text("#define FACTOR 5.0f\n")
+    k2 = cj.jit(USES_HELPER, link=[helper])
+    c2 = k2.compile(meta(8), meta(8), arch=arch)
+    assert k2.cache_hits == 0 and c2.cubin != c1.cubin
+
+
+def test_pickle_of_another_layout_recompiles(arch):
+    from torch_cudajit import _kernel
+    k = compiled_scale(arch, torch.float32)
+    fn, args = k.__reduce__()
+    k2 = fn(_kernel._PICKLE_VERSION + 1, *args[1:])
+    assert k2.signatures == []  # nothing trusted from an unknown layout
+    assert k2.compile(meta(8), meta(8), 2.0, arch=arch).cubin == k.overloads[next(iter(k.overloads))].cubin

@@ -44,11 +44,19 @@ struct CjDebugRecord {
   char file[128];
   char message[256];
 };
+// Defined once, by the kernel's own file; files linked in (link=[...]) only declare them.
+#if defined(CJ_LINKED_FILE)
+extern "C" {
+extern __device__ CjDebugRecord cj_debug_record;
+extern __device__ __align__(16) unsigned long long cj_debug_scratch[4];
+}
+#else
 extern "C" {
 __device__ CjDebugRecord cj_debug_record;
-// Where an out-of-bounds access goes instead of outside the array.
-__device__ unsigned long long cj_debug_scratch[4];
+// Where an out-of-bounds access goes instead of outside the array (aligned for any element).
+__device__ __align__(16) unsigned long long cj_debug_scratch[4];
 }
+#endif
 
 namespace cj {
 namespace detail {
@@ -130,8 +138,8 @@ using Strided = Layout<0>;
 using Contiguous = Layout<1>;
 
 namespace detail {
-template <bool B, class T = void> struct enable_if {};
-template <class T> struct enable_if<true, T> { using type = T; };
+template <bool CjCond, class CjT = void> struct enable_if {};
+template <class CjT> struct enable_if<true, CjT> { using type = CjT; };
 }  // namespace detail
 
 /// A view of a torch tensor inside a kernel: data pointer, shape and strides in elements.
