@@ -575,7 +575,7 @@ TEST(ProgramTest, CooperativeDetection) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.title);
     Program p(c.source);
-    EXPECT_EQ(p.cooperative(), c.cooperative);
+    EXPECT_EQ(p.cooperative("k"), c.cooperative);
     // Grid-synchronizing kernels compile without -rdc for sm_90 (libcu++ is found).
     CompiledProgram out = p.compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}},
                                     options_for(kArch));
