@@ -151,6 +151,9 @@ Dispatcher::Dispatcher(std::shared_ptr<const Program> program, std::string kerne
                        KernelOptions options)
     : program_(std::move(program)), options_(std::move(options)) {
   decl_ = &program_->kernel(kernel_name);
+  // Decided once: the launch path only reads the flag.
+  cooperative_ = options_.cooperative >= 0 ? options_.cooperative != 0
+                                           : program_->cooperative(decl_->name);
   // Abbreviated function templates anywhere in the source need C++20 for the whole source.
   const std::string& std_ = options_.compile.std;
   if (std_ == "c++11" || std_ == "c++14" || std_ == "c++17") {

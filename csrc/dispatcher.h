@@ -161,9 +161,7 @@ class Dispatcher {
   int64_t max_cooperative_grid_blocks(Specialization& spec, int device, int threads,
                                       int64_t dynamic_shared);
   /// True for kernels with a grid-wide barrier, launched with cuLaunchCooperativeKernel.
-  bool cooperative() const {
-    return options_.cooperative >= 0 ? options_.cooperative != 0 : program_->cooperative(decl_->name);
-  }
+  bool cooperative() const { return cooperative_; }
   /// Disk-cache hits and misses of this kernel's compiles.
   const CacheCounters& cache_counters() const { return counters_; }
 
@@ -188,6 +186,7 @@ class Dispatcher {
   const KernelDecl* decl_;
   std::vector<Declared> declared_;
   KernelOptions options_;
+  bool cooperative_ = false;
   mutable std::mutex mutex_;
   std::unordered_map<SpecKey, std::shared_future<std::shared_ptr<Specialization>>, SpecKeyHash> cache_;
   std::vector<std::shared_ptr<Specialization>> order_;
