@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds torch_cudajit on the GPU machine, runs the GPU tests (Python and C++) and the
 # benchmarks in one call; logs go to $OUT (or ./gpu_logs).
+#   all    build, smoke, pytest, ctest (which also builds examples/deploy), all benchmarks
+#   final  a shorter pass: op family, issue-5 features, deploy, launch tests, key benchmarks
+#   smoke | pytest | ctest | bench | cache | ops   one part
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_logs}
 mkdir -p "$OUT"
@@ -57,4 +60,12 @@ fi
 if [[ $STEP == all || $STEP == bench || $STEP == cache ]]; then
   echo "== cache benchmarks"
   python3 benchmarks/cache.py 2>&1 | tee "$OUT/bench_cache.log"
+fi
+if [[ $STEP == all || $STEP == bench || $STEP == ops ]]; then
+  echo "== op-family benchmarks (Python, then the C++ deploy program)"
+  python3 benchmarks/op_overhead.py 2>&1 | tee "$OUT/bench_op.log"
+  if [[ -x build/cmake-gpu/examples/deploy/torch_cudajit_deploy ]]; then
+    python3 examples/deploy/export.py "$OUT/deploy" 2>&1 | tail -1
+    ./build/cmake-gpu/examples/deploy/torch_cudajit_deploy "$OUT/deploy/model.pt" "$OUT/deploy/data.pt" --bench 2>&1 | tee "$OUT/bench_deploy.log"
+  fi
 fi
