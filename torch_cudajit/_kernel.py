@@ -602,7 +602,7 @@ class Kernel(_Launch):
         else:
             arch_number = _arch_number(arch)
         from ._precompile import run_parallel
-        specs_out = run_parallel(self._core, bound, arch_number, workers=workers,
+        specs_out = run_parallel(self, bound, arch_number, workers=workers,
                                  processes=processes, progress=progress,
                                  label=f"torch_cudajit: compiling {self.name}")
         return [CompiledKernel(s, self._core, self._params) for s in specs_out]

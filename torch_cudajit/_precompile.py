@@ -2,27 +2,83 @@
 
 NVRTC compiles in one process stop scaling after a few threads (measured on a 16-CPU H200
 host: 32 compiles take 0.42 s on 4 threads and 0.67 s on 8, but 0.22 s in 16 processes), so
-the default runs forked worker processes. A worker only compiles (NVRTC, the disk cache) and
-never touches CUDA; it sends the serialized result back and this process adopts it. A worker
-that fails leaves the entry to this process, which compiles it again and raises the error
-with all its detail."""
+the default runs worker processes. They are forked once and kept for the life of the process
+(forking a process that holds torch and CUDA costs tens of milliseconds per worker, which a
+container warm-up calling precompile for many kernels would pay again and again).
+
+A worker only compiles (NVRTC, the disk cache) and never touches CUDA: it receives the
+kernel's definition, the arguments as meta tensors and numbers, the architecture and the
+cache settings, and sends the serialized compile back; this process adopts it. An entry a
+worker cannot compile is compiled again here, so that its error is raised with all its
+detail; a worker that dies breaks the pool, which is then made anew."""
 from __future__ import annotations
 
 import multiprocessing
 import os
 import sys
 import threading
+
+import torch
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
-# What a forked worker compiles: set in the worker by _init_worker (never in the parent, so
-# two precompile calls on two threads cannot see each other's job).
-_JOB = None
+from ._loader import _C
+
+_POOL = None
+_POOL_WORKERS = 0
+_POOL_LOCK = threading.Lock()
+
+# In a worker: the kernels it has built, by definition.
+_WORKER_KERNELS: dict = {}
 
 
-def _init_worker(job):
-    global _JOB
-    _JOB = job
+def _pool(workers: int) -> ProcessPoolExecutor:
+    global _POOL, _POOL_WORKERS
+    with _POOL_LOCK:
+        if _POOL is None or _POOL_WORKERS != workers:
+            if _POOL is not None:
+                _POOL.shutdown(wait=False, cancel_futures=True)
+            _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            _POOL_WORKERS = workers
+        return _POOL
+
+
+def _drop_pool(pool) -> None:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is pool:
+            _POOL = None
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _portable(value):
+    """An argument as a worker receives it: tensors become meta tensors of the same dtype,
+    shape and strides (what the key depends on), so no data and no CUDA crosses over."""
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device="meta")
+    return value
+
+
+def _compile_in_worker(definition, args, arch, cache_settings):
+    from ._loader import _C
+    from ._kernel import Kernel
+    try:
+        _C.cache_configure(*cache_settings)
+        kernel = _WORKER_KERNELS.get(definition)
+        if kernel is None:
+            source, filename, name, options = definition
+            kernel = Kernel(_C.Program(source, filename), name, dict(options), ())
+            _WORKER_KERNELS[definition] = kernel
+        return kernel._core.compile_serialized(args, arch)
+    except BaseException:  # the parent compiles it again and raises the real error
+        return None, 0
+
+
+def _definition(kernel):
+    def frozen(v):
+        return tuple(frozen(x) for x in v) if isinstance(v, (list, tuple)) else v
+    options = tuple(sorted((k, frozen(v)) for k, v in kernel._options.items()))
+    return (kernel.source, kernel._program.filename, kernel.name, options)
 
 
 class _Bar:
@@ -49,23 +105,15 @@ class _Bar:
         sys.stderr.flush()
 
 
-def _compile_in_worker(i: int):
-    core, bound, arch = _JOB
-    try:
-        data, outcome = core.compile_serialized(bound[i], arch)
-        return i, data, outcome
-    except BaseException:  # the parent compiles it again and raises the real error
-        return i, None, 0
-
-
 def _can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def run_parallel(core, bound, arch: int, *, workers=None, processes=None, progress=None,
+def run_parallel(kernel, bound, arch: int, *, workers=None, processes=None, progress=None,
                  label="compiling"):
-    """Compiles every argument tuple of `bound` for `arch` with `core` (a _C.Dispatcher);
-    returns the specializations in order, raising the first failure after all have run."""
+    """Compiles every argument tuple of `bound` for `arch` for `kernel`; returns the
+    specializations in order, raising the first failure after all have run."""
+    core = kernel._core
     if not bound:
         return []
     if workers is None:
@@ -85,21 +133,21 @@ def run_parallel(core, bound, arch: int, *, workers=None, processes=None, progre
 
     todo = [i for i, args in enumerate(bound) if not core.is_compiled(args, arch)]
     if processes and workers > 1 and len(todo) > 1:
-        # fork: the workers inherit the job (no pickling of kernels or tensors). A worker that
-        # dies (out of memory, a crash in NVRTC) breaks the pool instead of hanging it; what it
-        # left undone is compiled here.
-        context = multiprocessing.get_context("fork")
+        definition = _definition(kernel)
+        settings = _C.cache_settings()
+        cache_settings = (settings["enabled"], settings["dir"], settings["max_bytes"])
+        pool = _pool(workers)
         try:
-            with ProcessPoolExecutor(min(workers, len(todo)), mp_context=context,
-                                     initializer=_init_worker,
-                                     initargs=((core, bound, arch),)) as pool:
-                for future in as_completed([pool.submit(_compile_in_worker, i) for i in todo]):
-                    i, data, outcome = future.result()
-                    if data is not None:
-                        core.adopt_serialized(bound[i], arch, data, outcome)
-                        bar.step()
+            futures = {pool.submit(_compile_in_worker, definition,
+                                   tuple(_portable(a) for a in bound[i]), arch, cache_settings): i
+                       for i in todo}
+            for future in as_completed(futures):
+                data, outcome = future.result()
+                if data is not None:
+                    core.adopt_serialized(bound[futures[future]], arch, data, outcome)
+                    bar.step()
         except BrokenProcessPool:
-            pass
+            _drop_pool(pool)
         # Entries a worker could not compile (errors) run here, to raise with full detail.
         leftover = [i for i in todo if not core.is_compiled(bound[i], arch)]
         bar.done = len(bound) - len(leftover)

@@ -418,6 +418,22 @@ def test_precompile_in_parallel(cache_dir, processes):
     assert (fresh.cache_hits, fresh.cache_misses) == (5, 0)
 
 
+def test_precompile_workers_persist_and_follow_the_settings(cache_dir, tmp_path):
+    from torch_cudajit import _precompile
+    specs = [(torch.empty(4, dtype=d, device="meta"), torch.empty(4, dtype=d, device="meta"), 2.0)
+             for d in (torch.float32, torch.float64)]
+    cj.jit(SCALE).precompile(specs, arch="sm_90", workers=2, processes=True, progress=False)
+    pool = _precompile._POOL
+    assert pool is not None and len(entries(cache_dir)) == 2
+    # A new cache folder: the same (already forked) workers write there.
+    other = tmp_path / "other"
+    cj.cache.configure(dir=other)
+    k = cj.jit(SCALE)
+    k.precompile(specs, arch="sm_90", workers=2, processes=True, progress=False)
+    assert _precompile._POOL is pool
+    assert len(entries(other)) == 2 and (k.cache_hits, k.cache_misses) == (0, 2)
+
+
 def test_precompile_progress_bar(cache_dir, capsys):
     k = cj.jit(SCALE)
     specs = [(torch.empty(n, device="meta"), torch.empty(n, device="meta"), 1.0) for n in (1, 2)]
