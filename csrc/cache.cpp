@@ -538,10 +538,11 @@ std::string DiskCache::key(const Program& program, const std::vector<Instantiati
   for (const auto& o : others) h.field(o);
   h.field("include dirs");
   for (const auto& d : include_dirs) h.field(d);
-  const std::string text = program.generated_source(requests);
+  const std::vector<Instantiation> insts = program.instantiations(requests);
+  const std::string text = program.generated_source(requests, insts);
   h.field("source").field(program.filename()).field(text);
   h.field("name expressions");
-  for (const auto& inst : program.instantiations(requests)) {
+  for (const auto& inst : insts) {
     h.field(inst.kernel_expression);
     for (const auto& p : inst.probe_expressions) h.field(p);
   }

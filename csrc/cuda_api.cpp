@@ -48,20 +48,24 @@ std::vector<std::string> nvrtc_candidates() {
   return library_candidates({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"});
 }
 
+// dlopens the first candidate that loads; `path` receives it, `tried` the ones that did not.
+void* open_first(const std::vector<std::string>& candidates, std::string& path, std::string& tried) {
+  for (const auto& c : candidates) {
+    if (void* handle = dlopen(c.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+      path = c;
+      return handle;
+    }
+    tried += "\n  " + c;
+  }
+  return nullptr;
+}
+
 NvrtcApi load_nvrtc() {
   NvrtcApi t;
-  void* handle = nullptr;
-  std::ostringstream tried;
-  for (const auto& c : nvrtc_candidates()) {
-    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (handle) {
-      t.library_path = c;
-      break;
-    }
-    tried << "\n  " << c;
-  }
+  std::string tried;
+  void* handle = open_first(nvrtc_candidates(), t.library_path, tried);
   TORCH_CHECK(handle != nullptr,
-              "torch_cudajit: could not load NVRTC (libnvrtc.so). Tried:", tried.str(),
+              "torch_cudajit: could not load NVRTC (libnvrtc.so). Tried:", tried,
               "\nInstall the CUDA toolkit or the nvidia-cuda-nvrtc wheel, or set CUDA_HOME.");
 #define CJ_LOAD_NVRTC(name)                                                               \
   t.name = reinterpret_cast<decltype(t.name)>(dlsym(handle, #name));                      \
@@ -78,19 +82,11 @@ std::vector<std::string> nvjitlink_candidates() {
 
 NvJitLinkApi load_nvjitlink() {
   NvJitLinkApi t;
-  void* handle = nullptr;
-  std::ostringstream tried;
-  for (const auto& c : nvjitlink_candidates()) {
-    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (handle) {
-      t.library_path = c;
-      break;
-    }
-    tried << "\n  " << c;
-  }
+  std::string tried;
+  void* handle = open_first(nvjitlink_candidates(), t.library_path, tried);
   TORCH_CHECK(handle != nullptr,
               "torch_cudajit: could not load nvJitLink (libnvJitLink.so), which link=[...] needs. "
-              "Tried:", tried.str(),
+              "Tried:", tried,
               "\nInstall the CUDA toolkit or the nvidia-nvjitlink wheel, or set CUDA_HOME.");
   // The exported names carry the library's version: __nvJitLinkCreate_13_0.
   auto find = [&](const char* name) -> void* {

@@ -40,6 +40,18 @@ bool is_integer_literal(const std::string& s) {
   return true;
 }
 
+// Makes `device` current for a scope: torch's current device and the driver context.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (c10::cuda::current_device() != device) guard_.set_index(static_cast<c10::DeviceIndex>(device));
+    ensure_context(device);
+  }
+
+ private:
+  c10::cuda::OptionalCUDAGuard guard_;
+};
+
 uint32_t align_up(uint32_t v, uint32_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
 
 template <class T>
@@ -466,18 +478,14 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::specializations() const
 }
 
 int Dispatcher::forall_block(Specialization& spec, int device) {
-  c10::cuda::OptionalCUDAGuard guard;
-  if (c10::cuda::current_device() != device) guard.set_index(static_cast<c10::DeviceIndex>(device));
-  ensure_context(device);
+  DeviceScope scope(device);
   return spec.loaded().forall_block(device);
 }
 
 void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int device,
                         const LaunchConfig& cfg) {
   TORCH_INTERNAL_ASSERT(n == spec.slots.size(), "argument count changed after keying");
-  c10::cuda::OptionalCUDAGuard guard;
-  if (c10::cuda::current_device() != device) guard.set_index(static_cast<c10::DeviceIndex>(device));
-  ensure_context(device);
+  DeviceScope scope(device);
 
   LoadedKernel& kernel = spec.loaded();
   const KernelDeviceState& state = kernel.device_state(device);
@@ -683,9 +691,7 @@ void Dispatcher::check_debug_record(CUdeviceptr ptr, size_t size, CUstream strea
 }
 
 KernelResources Dispatcher::resources(Specialization& spec, int device) {
-  c10::cuda::OptionalCUDAGuard guard;
-  if (c10::cuda::current_device() != device) guard.set_index(static_cast<c10::DeviceIndex>(device));
-  ensure_context(device);
+  DeviceScope scope(device);
   LoadedKernel& k = spec.loaded();
   KernelResources r;
   r.regs_per_thread = k.attribute(CU_FUNC_ATTRIBUTE_NUM_REGS, device);
@@ -701,9 +707,7 @@ int64_t Dispatcher::max_cooperative_grid_blocks(Specialization& spec, int device
   TORCH_CHECK_VALUE(threads >= 1, "torch_cudajit: block must have at least 1 thread, got ", threads);
   TORCH_CHECK_VALUE(dynamic_shared >= 0, "torch_cudajit: dynamic_shared_mem must be >= 0, got ",
                     dynamic_shared);
-  c10::cuda::OptionalCUDAGuard guard;
-  if (c10::cuda::current_device() != device) guard.set_index(static_cast<c10::DeviceIndex>(device));
-  ensure_context(device);
+  DeviceScope scope(device);
   LoadedKernel& k = spec.loaded();
   const KernelDeviceState& state = k.device_state(device);
   const DeviceLimits& lim = device_limits(device);

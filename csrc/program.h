@@ -85,6 +85,9 @@ class Program {
   const KernelDecl& kernel(const std::string& name) const;
   /// The full text handed to NVRTC for these requests.
   std::string generated_source(const std::vector<InstantiationRequest>& requests) const;
+  /// The same, for instantiations already made from the requests (instantiations()).
+  std::string generated_source(const std::vector<InstantiationRequest>& requests,
+                               const std::vector<Instantiation>& insts) const;
   /// The generated code and name expressions of each request, in order.
   std::vector<Instantiation> instantiations(const std::vector<InstantiationRequest>& requests) const;
   /// The NVRTC option list for these options (deterministic, canonical order).
@@ -99,8 +102,6 @@ class Program {
   bool cooperative(const std::string& kernel_name) const;
 
  private:
-  std::string generated_source(const std::vector<InstantiationRequest>& requests,
-                               const std::vector<Instantiation>& insts) const;
   /// The nvJitLink stage of a compile with CompileOptions::link.
   void link(nvrtcProgram prog, const std::vector<InstantiationRequest>& requests,
             const CompileOptions& options, CompiledProgram& out) const;

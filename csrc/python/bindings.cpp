@@ -129,6 +129,13 @@ py::dict info_dict(const CacheInfo& i) {
   return d;
 }
 
+// The key of a tuple of (already normalised) Python arguments; `device` (optional) receives
+// the tensors' device. With arch > 0 the key is for that architecture (compile-only use).
+SpecKey key_of(Dispatcher& d, const py::tuple& args, int arch, int* device = nullptr) {
+  std::vector<Arg> conv = convert_all(args, d.decl());
+  return d.make_key(conv.data(), conv.size(), device, arch);
+}
+
 // The specialization for a key; the GIL is released only when it must be compiled.
 std::shared_ptr<Specialization> get_or_compile(Dispatcher& d, const SpecKey& key) {
   if (auto hit = d.lookup(key)) return hit;
@@ -485,18 +492,13 @@ PYBIND11_MODULE(_C, m) {
            py::arg("debug"), py::arg("lineinfo"), py::arg("template_args"), py::arg("cache") = true)
       .def_property_readonly("name", [](const Dispatcher& d) { return d.decl().name; })
       .def("compile", [](Dispatcher& d, py::tuple args, int arch) {
-             std::vector<Arg> conv = convert_all(args, d.decl());
-             int device = 0;
-             SpecKey key = d.make_key(conv.data(), conv.size(), &device, arch);
-             return compile_key(d, key);
+             return compile_key(d, key_of(d, args, arch));
            }, py::arg("args"), py::arg("arch") = 0)
       .def_property_readonly("cache_counters", [](const Dispatcher& d) { return counters_dict(d.cache_counters()); })
       .def("compile_inputs", [](Dispatcher& d, py::tuple args, int arch) {
              // What NVRTC is given for these arguments: the generated source, the options
              // and the name expressions (inspection and the bare-NVRTC benchmark).
-             std::vector<Arg> conv = convert_all(args, d.decl());
-             int device = 0;
-             SpecKey key = d.make_key(conv.data(), conv.size(), &device, arch);
+             const SpecKey key = key_of(d, args, arch);
              const std::vector<InstantiationRequest> req = {{d.decl().name, key, d.options().template_args}};
              CompileOptions o = d.options().compile;
              o.arch = key.arch;
@@ -514,8 +516,7 @@ PYBIND11_MODULE(_C, m) {
            }, py::arg("args"), py::arg("arch") = 0)
       // Kernel.precompile's worker processes: compile and send back bytes; the parent adopts.
       .def("compile_serialized", [](Dispatcher& d, py::tuple args, int arch) {
-             std::vector<Arg> conv = convert_all(args, d.decl());
-             SpecKey key = d.make_key(conv.data(), conv.size(), nullptr, arch);
+             const SpecKey key = key_of(d, args, arch);
              CacheOutcome outcome;
              CompiledProgram compiled;
              {
@@ -527,8 +528,7 @@ PYBIND11_MODULE(_C, m) {
            }, py::arg("args"), py::arg("arch"))
       .def("adopt_serialized", [](Dispatcher& d, py::tuple args, int arch, py::bytes data,
                                   int outcome) {
-             std::vector<Arg> conv = convert_all(args, d.decl());
-             SpecKey key = d.make_key(conv.data(), conv.size(), nullptr, arch);
+             const SpecKey key = key_of(d, args, arch);
              auto compiled = deserialize_compiled("precompile", std::string(data));
              TORCH_CHECK(compiled.has_value(), "torch_cudajit: a precompile worker sent back a "
                          "damaged result for kernel '", d.decl().name, "'");
@@ -536,9 +536,7 @@ PYBIND11_MODULE(_C, m) {
                             static_cast<CacheOutcome>(outcome));
            }, py::arg("args"), py::arg("arch"), py::arg("data"), py::arg("outcome"))
       .def("is_compiled", [](Dispatcher& d, py::tuple args, int arch) {
-             std::vector<Arg> conv = convert_all(args, d.decl());
-             int device = 0;
-             return d.lookup(d.make_key(conv.data(), conv.size(), &device, arch)) != nullptr;
+             return d.lookup(key_of(d, args, arch)) != nullptr;
            }, py::arg("args"), py::arg("arch") = 0)
       .def("specializations", &Dispatcher::specializations)
       .def_property_readonly("cooperative", &Dispatcher::cooperative)
@@ -550,9 +548,7 @@ PYBIND11_MODULE(_C, m) {
                             CacheOutcome::kBypassed);
            })
       .def("lookup_key", [](Dispatcher& d, py::bytes key) {
-             SpecKey k = key_from_bytes(key);
-             if (auto hit = d.lookup(k)) return hit;
-             return compile_key(d, k);
+             return get_or_compile(d, key_from_bytes(key));
            })
       .def("resources", [](Dispatcher& d, std::shared_ptr<Specialization> spec, int device) {
              KernelResources r = d.resources(*spec, device);
@@ -569,9 +565,8 @@ PYBIND11_MODULE(_C, m) {
              return d.max_cooperative_grid_blocks(*spec, device, threads, dynamic_shared);
            })
       .def("forall_block", [](Dispatcher& d, py::tuple args) {
-             std::vector<Arg> conv = convert_all(args, d.decl());
              int device = 0;
-             SpecKey key = d.make_key(conv.data(), conv.size(), &device);
+             const SpecKey key = key_of(d, args, 0, &device);
              return d.forall_block(*get_or_compile(d, key), device);
            });
 
