@@ -430,6 +430,27 @@ def test_grid_sync_reduction_matches_torch_sum(device):
 
 
 @pytest.mark.gpu
+def test_max_cooperative_grid_blocks_bad_inputs(device):
+    k = cj.jit(GRID_SUM)
+    x = random_values((4096,), torch.float64, device)
+    sk = k.specialize(torch.empty(1, dtype=torch.float64, device=device),
+                      torch.empty(64, dtype=torch.float64, device=device), x)
+    with pytest.raises(ValueError, match="dynamic_shared_mem must be an int >= 0, got -1"):
+        sk.max_cooperative_grid_blocks(256, -1)
+    with pytest.raises(ValueError, match=r"threads per block on this device; got 2048"):
+        sk.max_cooperative_grid_blocks((2048,))
+    with pytest.raises(ValueError, match=r"bytes of dynamic shared memory \(.* static\); got 100000000"):
+        sk.max_cooperative_grid_blocks(256, 100_000_000)
+    # One overload: no signature needed. Two: the kernel asks which.
+    assert k.max_cooperative_grid_blocks(256, 2048) == sk.max_cooperative_grid_blocks(256, 2048)
+    k.specialize(torch.empty(1, dtype=torch.float64, device=device),
+                 torch.empty(64, dtype=torch.float64, device=device), x[::2])  # strided: a second overload
+    assert len(k.signatures) == 2
+    with pytest.raises(ValueError, match=r"kernel 'grid_sum' has 2 overloads; pass signature="):
+        k.max_cooperative_grid_blocks(256)
+
+
+@pytest.mark.gpu
 def test_cooperative_grid_too_large_is_refused(device):
     k = cj.jit(GRID_SUM)
     x = random_values((4096,), torch.float64, device)
@@ -572,15 +593,12 @@ def test_debug_kernel_links_a_file_that_includes_cj(arch, tmp_path):
 def test_link_applies_code_generation_options(arch, tmp_path):
     helper = tmp_path / "helper.cu"
     helper.write_text(HELPER_CU)
-    src = USES_HELPER.replace("__global__ void apply", HUNGRY.split("__global__ void hungry")[0] +
-                              "__global__ void apply")
     loose = cj.jit(HUNGRY + "\nextern __device__ float helper(float v);\n", link=[helper])
     tight = cj.jit(HUNGRY + "\nextern __device__ float helper(float v);\n", link=[helper],
                    max_registers=32)
     lc = loose.compile(meta(8), meta(8), 8, arch=arch)
     tc = tight.compile(meta(8), meta(8), 8, arch=arch)
     assert cubin_register_counts(lc.cubin)[0] > 32 >= cubin_register_counts(tc.cubin)[0]
-    assert src
 
 
 def test_link_header_edit_misses_the_cache(arch, tmp_path):

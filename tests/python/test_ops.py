@@ -156,9 +156,8 @@ def test_compile_traces_one_graph_without_cloning_inputs():
     assert "clone" not in code
 
 
-def test_compile_traces_keyword_arguments_and_specialized_kernels():
+def test_compile_traces_keyword_arguments():
     k = cj.jit(AXPY)
-    sk = k.specialize  # bound method: specialization itself needs a GPU; tracing does not
 
     def f(x, y):
         out = torch.empty_like(x)
@@ -167,7 +166,7 @@ def test_compile_traces_keyword_arguments_and_specialized_kernels():
 
     code = traced_forward_code(f, torch.randn(N), torch.randn(N))
     assert code.count("cudajit.launch.default") == 1
-    assert sk is not None
+    assert "scalars = [2.0]" in code
 
 
 def test_op_path_argument_errors():
