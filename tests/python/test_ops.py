@@ -186,6 +186,36 @@ def test_op_path_argument_errors():
         k.op[(1, 2, 3, 4), 4](x, x, x, 2.0)
 
 
+# -- autograd: the op's Autograd kernel (meta tensors run it without a GPU) ----------------
+
+
+def test_op_bumps_the_version_of_every_written_tensor():
+    k = cj.jit(FIVE_OUT)
+    x = torch.empty(N, device="meta")
+    outs = [torch.empty(N, device="meta") for _ in range(5)]
+    k.op[GRID, BLOCK](*outs, x, N)
+    assert [o._version for o in outs] == [1] * 5  # out0..out3 and more_outputs[0]
+    assert x._version == 0  # read only
+    k.op[GRID, BLOCK](*outs, x, N)
+    assert [o._version for o in outs] == [2] * 5
+
+
+@pytest.mark.parametrize("written", [0, 4], ids=["out0", "more_outputs"])
+def test_op_refuses_to_write_a_tensor_that_requires_grad(written):
+    k = cj.jit(FIVE_OUT)
+    x = torch.empty(N, device="meta", requires_grad=True)  # reading one is fine
+    outs = [torch.empty(N, device="meta") for _ in range(5)]
+    outs[written].requires_grad_()
+    slot = "out0" if written == 0 else r"more_outputs\[0\]"
+    with pytest.raises(RuntimeError, match=f"kernel 'powers' writes {slot}, a tensor that requires "
+                                           "grad; kernels have no derivative"):
+        k.op[GRID, BLOCK](*outs, x, N)
+    assert outs[written]._version == 0
+    with torch.no_grad():  # initialising a parameter in place, as torch allows
+        k.op[GRID, BLOCK](*outs, x, N)
+    assert outs[written]._version == 1
+
+
 def test_writing_a_const_parameter_is_a_compile_error(arch):
     bad = cj.jit(r"""
     __global__ void bad(cj::Array<float, 1> out, cj::Array<const float, 1> x) {
