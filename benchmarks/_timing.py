@@ -13,13 +13,27 @@ def per_call_us(fn, *, calls=2000, repeats=25, warmup=500):
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
+    return statistics.median(_loop_us(fn, calls) for _ in range(repeats))
+
+
+def _loop_us(fn, calls):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def per_call_us_interleaved(fns, *, calls=2000, repeats=25, warmup=500):
+    """Like per_call_us for several functions, which take turns loop by loop: drift of the
+    machine's clocks within the run then hits every row alike. Returns the medians in order."""
+    for fn in fns:
+        for _ in range(warmup):
             fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        samples.append((t1 - t0) / calls * 1e6)
-    return statistics.median(samples)
+    samples = [[] for _ in fns]
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            samples[i].append(_loop_us(fn, calls))
+    return [statistics.median(s) for s in samples]

@@ -23,22 +23,32 @@ int launch_native_axpy(float* out, const float* x, const float* y, float a, long
 
 namespace {
 
-// Median host time of one call (us) over `repeats` loops of `calls`, after a warm-up.
-template <class F>
-double per_call_us(F&& fn, int calls = 2000, int repeats = 25) {
-  for (int i = 0; i < 500; ++i) fn();
+// Host time of one call (us) for each function, in loops of `calls`: the functions take turns,
+// `repeats` rounds after a warm-up, so drift of the machine's clocks within the run hits all of
+// them alike; returns each one's median.
+template <class... F>
+std::vector<double> per_call_us(int calls, int repeats, F&&... fns) {
+  for (int i = 0; i < 500; ++i) (fns(), ...);
   torch::cuda::synchronize();
-  std::vector<double> samples;
-  for (int r = 0; r < repeats; ++r) {
+  std::vector<std::vector<double>> samples(sizeof...(F));
+  auto time_one = [&](auto& fn) {
     torch::cuda::synchronize();
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < calls; ++i) fn();
     auto t1 = std::chrono::steady_clock::now();
     torch::cuda::synchronize();
-    samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / calls);
+    return std::chrono::duration<double, std::micro>(t1 - t0).count() / calls;
+  };
+  for (int r = 0; r < repeats; ++r) {
+    size_t which = 0;
+    ((samples[which++].push_back(time_one(fns))), ...);
   }
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
+  std::vector<double> medians;
+  for (auto& s : samples) {
+    std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
+    medians.push_back(s[s.size() / 2]);
+  }
+  return medians;
 }
 
 using LaunchSignature =
@@ -79,8 +89,8 @@ int bench(torch::jit::Module& model) {
     std::printf("FAIL: the op launch and the native launch disagree\n");
     return 1;
   }
-  const double t_native = per_call_us(native);
-  const double t_op = per_call_us(through_op);
+  const std::vector<double> t = per_call_us(2000, 31, native, through_op);
+  const double t_native = t[0], t_op = t[1];
   std::printf("| path (C++, no Python) | us per launch (median) | vs <<<>>> |\n|---|---|---|\n");
   std::printf("| plain <<<>>> launch loop (nvcc) | %.2f | 1.00x |\n", t_native);
   std::printf("| cudajit::launch through the dispatcher | %.2f | %.2fx |\n", t_op, t_op / t_native);
