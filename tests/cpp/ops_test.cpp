@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <string>
 
 namespace torch_cudajit {
@@ -79,6 +80,54 @@ TEST(OpsTest, LaunchChecksArgumentCounts) {
   const std::optional<at::Tensor>* ok[4] = {&out_y, &none, &none, &none};
   k->launch(ok, {}, inputs, scalars, grid, block, 0);
   EXPECT_TRUE(torch::allclose(y, 2 * x + 2 * x));
+}
+
+// Through the dispatcher, as TorchScript and the deploy program call it: the Autograd kernel
+// bumps the written tensor's version, leaves inputs alone, and refuses a written tensor that
+// requires grad unless grad mode is off.
+TEST(OpsTest, DispatcherCallTracksVersionsAndRefusesGradTensors) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA GPU";
+  using Signature =
+      void(const c10::intrusive_ptr<KernelObject>&, const std::optional<at::Tensor>&,
+           const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
+           const std::optional<at::Tensor>&, at::TensorList, at::TensorList,
+           c10::ArrayRef<c10::Scalar>, c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt);
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow("cudajit::launch", "").typed<Signature>();
+  auto k = make_axpy();
+  auto x = torch::randn({8}, torch::kCUDA), y = torch::randn({8}, torch::kCUDA);
+  const std::vector<at::Tensor> inputs = {x, y};
+  const std::vector<c10::Scalar> scalars = {2.0};
+  const std::vector<c10::SymInt> grid = {c10::SymInt(1)}, block = {c10::SymInt(8)};
+  const std::optional<at::Tensor> none;
+  struct Case {
+    const char* name;
+    bool requires_grad, grad_mode, throws;
+  };
+  const Case cases[] = {
+      {"plain output", false, true, false},
+      {"output that requires grad", true, true, true},
+      {"output that requires grad, grad mode off", true, false, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto out = torch::full({8}, std::nan(""), torch::kCUDA).requires_grad_(c.requires_grad);
+    const std::optional<at::Tensor> slot = out;
+    const auto version = out._version(), x_version = x._version();
+    auto call = [&] {
+      c10::AutoGradMode grad_mode(c.grad_mode);
+      op.call(k, slot, none, none, none, {}, inputs, scalars, grid, block, c10::SymInt(0));
+    };
+    if (c.throws) {
+      std::string msg = cjtest::expect_throws<c10::Error>(call);
+      CJ_EXPECT_CONTAINS(msg, "kernel 'axpy' writes out0, a tensor that requires grad");
+      EXPECT_EQ(out._version(), version);
+      continue;
+    }
+    call();
+    EXPECT_EQ(out._version(), version + 1);
+    EXPECT_EQ(x._version(), x_version);
+    EXPECT_TRUE(torch::allclose(out.detach(), 2 * x + y));
+  }
 }
 
 }  // namespace
