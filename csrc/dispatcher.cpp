@@ -1,6 +1,7 @@
 // torch_cudajit: binding, key computation, specialization cache and launch (see dispatcher.h).
 #include "dispatcher.h"
 
+#include <c10/core/GradMode.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -320,6 +321,7 @@ std::shared_ptr<Specialization> Dispatcher::build(
     const ArgSig& s = key.args[i];
     const Param& p = decl_->params[i];
     Specialization::Slot slot{};
+    slot.written = false;
     slot.code = pr.code;
     slot.rank = s.rank;
     slot.size = pr.size;
@@ -345,6 +347,7 @@ std::shared_ptr<Specialization> Dispatcher::build(
       case ArgKind::kBytes: slot.op = PackOp::kBytes; break;
       case ArgKind::kNone: TORCH_INTERNAL_ASSERT(false, "kNone in a key");
     }
+    slot.written = (slot.op == PackOp::kArray || slot.op == PackOp::kPointer) && !p.is_const;
     bool numeric = s.kind == ArgKind::kInt || s.kind == ArgKind::kFloat ||
                    s.kind == ArgKind::kBool || s.kind == ArgKind::kComplex ||
                    slot.op == PackOp::kTensorScalar;
@@ -361,6 +364,8 @@ std::shared_ptr<Specialization> Dispatcher::build(
     spec->slots.push_back(slot);
   }
   spec->buffer_size = offset;
+  spec->writes_tensors = std::any_of(spec->slots.begin(), spec->slots.end(),
+                                     [](const Specialization::Slot& s) { return s.written; });
   return spec;
 }
 
@@ -516,6 +521,14 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
   TORCH_CHECK_VALUE(cfg.shared_mem >= 0, "torch_cudajit: shared memory size must be >= 0, got ",
                     cfg.shared_mem);
 
+  const bool track_writes = cfg.track_writes && spec.writes_tensors;
+  if (track_writes && c10::GradMode::is_enabled()) {
+    for (size_t i = 0; i < n; ++i)
+      if (spec.slots[i].written)
+        check_write_untracked(*args[i].tensor, decl_->name,
+                              "parameter '" + decl_->params[i].name + "'");
+  }
+
   // Pack the parameters. Small kernels (nearly all) use the stack.
   alignas(16) char small[1024];
   std::vector<char> large;
@@ -610,7 +623,19 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
              static_cast<unsigned>(cfg.block[1]), static_cast<unsigned>(cfg.block[2]),
              static_cast<unsigned>(cfg.shared_mem), stream, ptrs, nullptr);
   }
+  if (track_writes) {
+    for (size_t i = 0; i < n; ++i)
+      if (spec.slots[i].written) bump_written_version(*args[i].tensor);
+  }
   if (debug_record.first != 0) check_debug_record(debug_record.first, debug_record.second, stream);
+}
+
+void check_write_untracked(const at::Tensor& t, const std::string& kernel, const std::string& what) {
+  TORCH_CHECK(!t.requires_grad(), "torch_cudajit: kernel '", kernel, "' writes ", what,
+              ", a tensor that requires grad; kernels have no derivative, so autograd cannot "
+              "track the write. Write into a tensor that does not require grad (torch.empty(...), "
+              "or t.detach()), launch under torch.no_grad(), or wrap the launch in a "
+              "torch.autograd.Function that defines backward.");
 }
 
 namespace {

@@ -40,6 +40,10 @@ struct LaunchConfig {
   int64_t shared_mem = 0;
   bool has_stream = false;  ///< false: the current torch stream of the tensors' device
   CUstream stream = nullptr;
+  /// Autograd bookkeeping of written tensors (non-const parameters): refuse one that requires
+  /// grad while grad mode is on, and bump each one's version counter after the launch. The op
+  /// path turns it off: its Autograd and ADInplaceOrView kernels do the same work there.
+  bool track_writes = true;
 };
 
 /// Options fixed when a kernel is created.
@@ -68,9 +72,11 @@ struct Specialization {
     uint8_t rank;
     uint32_t offset;
     uint32_t size;
+    bool written;  ///< a tensor bound to a non-const Array or pointer: the kernel may write it
   };
   std::vector<Slot> slots;
   uint32_t buffer_size = 0;
+  bool writes_tensors = false;  ///< some slot is written (skips the autograd bookkeeping loop)
 
   /// The loaded kernel (first launch loads it; thread-safe).
   LoadedKernel& loaded();
@@ -195,5 +201,15 @@ class Dispatcher {
 
 /// The TypeCode of a torch dtype; throws c10::TypeError for dtypes kernels cannot take.
 TypeCode type_code_of(c10::ScalarType dtype);
+
+/// Refuses a kernel's write into `t` when autograd tracks it (requires grad, grad mode on):
+/// kernels have no derivative. `what` names the tensor in the message ("parameter 'out'").
+void check_write_untracked(const at::Tensor& t, const std::string& kernel, const std::string& what);
+
+/// Bumps the version counter of a tensor a kernel wrote, as torch's in-place ops do, so that
+/// autograd notices a saved tensor that was overwritten. Inference tensors have no counter.
+inline void bump_written_version(const at::Tensor& t) {
+  if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
+}
 
 }  // namespace torch_cudajit

@@ -3,7 +3,8 @@
 # benchmarks in one call; logs go to $OUT (or ./gpu_logs).
 #   all    build, smoke, pytest, ctest (which also builds examples/deploy), all benchmarks
 #   tests  build, pytest and ctest
-#   final  a shorter pass: op family and deploy tests, launch, op-path and deploy benchmarks
+#   final  a shorter pass: op family, deploy and launch tests (Python and C++), launch, op-path
+#          and deploy benchmarks
 #   smoke | pytest | ctest | bench | cache | ops   one part
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_logs}
@@ -19,14 +20,16 @@ if [[ $STEP == final ]]; then
   echo "== build (extension and deploy program in parallel)"
   (MAX_JOBS=10 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1; echo "ext rc $?" >> "$OUT/build.log") &
   (cmake -S . -B build/cmake-gpu -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DCMAKE_BUILD_TYPE=Release \
-     -DTORCH_CUDAJIT_BUILD_TESTS=OFF > "$OUT/cmake.log" 2>&1 &&
-   ninja -C build/cmake-gpu -j6 torch_cudajit_deploy >> "$OUT/cmake.log" 2>&1; echo "cmake rc $?" >> "$OUT/cmake.log") &
+     > "$OUT/cmake.log" 2>&1 &&
+   ninja -C build/cmake-gpu -j6 >> "$OUT/cmake.log" 2>&1; echo "cmake rc $?" >> "$OUT/cmake.log") &
   wait
   tail -1 "$OUT/build.log"; tail -1 "$OUT/cmake.log"
   export PYTHONPATH=$PWD
-  echo "== pytest (op family and deploy)"
-  python3 -m pytest tests/python/test_ops.py tests/python/test_deploy.py -q -p no:cacheprovider -rfE 2>&1 \
-    | tee "$OUT/pytest.log" | tail -5
+  echo "== pytest (op family, deploy, launch)"
+  python3 -m pytest tests/python/test_ops.py tests/python/test_deploy.py tests/python/test_launch.py \
+    -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -5
+  echo "== ctest (op family and C++ kernel API)"
+  (cd build/cmake-gpu && ctest -R "Ops|Kernel" --output-on-failure 2>&1) | tee "$OUT/ctest.log" | tail -4
   echo "== launch benchmark"
   python3 benchmarks/launch_overhead.py 2>&1 | tee "$OUT/bench_launch.log"
   echo "== op-path benchmark (Python, then the C++ deploy program)"

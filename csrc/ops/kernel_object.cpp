@@ -149,6 +149,7 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
   cfg.grid = dims3(grid, "grid", name_);
   cfg.block = dims3(block, "block", name_);
   cfg.shared_mem = shared_mem;
+  cfg.track_writes = false;  // the op's Autograd and ADInplaceOrView kernels did it
   dispatcher_->launch(args, roles_.size(), cfg);
 }
 
@@ -177,6 +178,13 @@ void ensure_kernel_class() {
     return true;
   }();
   (void)registered;
+}
+
+const c10::TypedOperatorHandle<LaunchOpSignature>& launch_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("cudajit::launch", "")
+                             .typed<LaunchOpSignature>();
+  return op;
 }
 
 }  // namespace torch_cudajit

@@ -6,6 +6,7 @@
 #include "../dispatcher.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Optional.h>
 #include <torch/custom_class.h>
 
@@ -69,5 +70,17 @@ class KernelObject : public torch::CustomClassHolder {
 /// static initializers of different files run in no fixed order, and an impl's schema
 /// inference needs the class to exist.
 void ensure_kernel_class();
+
+/// cudajit::launch as C++ callers and the op's own kernels see it (SymInt: grid and block may
+/// be symbolic while tracing).
+using LaunchOpSignature =
+    void(const c10::intrusive_ptr<KernelObject>&, const std::optional<at::Tensor>&,
+         const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
+         const std::optional<at::Tensor>&, at::TensorList, at::TensorList,
+         c10::ArrayRef<c10::Scalar>, c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt);
+
+/// The typed handle of cudajit::launch, looked up once: a C++ program launches through the op
+/// family with launch_op().call(kernel, out0, ...).
+const c10::TypedOperatorHandle<LaunchOpSignature>& launch_op();
 
 }  // namespace torch_cudajit

@@ -1,66 +1,55 @@
 // torch_cudajit: the Autograd implementation of cudajit::launch. A hand-written kernel has no
-// derivative, so this kernel refuses to write into a tensor autograd tracks, bumps the version
-// counter of every tensor written (as torch's own in-place ops do, so autograd notices a saved
-// tensor that was overwritten), and hands the call to the backend below autograd.
+// derivative, so this kernel refuses to write into a tensor autograd tracks (requires grad,
+// grad mode on), hands the call to the keys below ADInplaceOrView, and then bumps the version
+// counter of every tensor written, as torch's in-place ops do, so autograd notices a tensor
+// saved for backward that a kernel overwrote.
 //
-// Without it, torch's boxed autograd fallback would run on every launch: boxing eleven
-// arguments into IValues and unboxing them again costs about a microsecond of the op path.
+// The version bump lives here rather than in an ADInplaceOrView kernel: torch.compile traces a
+// torchbind op with a FakeScriptObject in Python, where a C++ kernel on a runtime key such as
+// ADInplaceOrView is an error, while one on the Autograd alias key is skipped. So in inference
+// mode (no Autograd key) a launch through the op does not bump versions.
+//
+// Without this kernel, torch's boxed autograd fallback would run on every launch: boxing eleven
+// arguments into IValues and unboxing them again cost 1.36x against 1.13x of a plain <<<>>>
+// launch on the C++ op path (benchmarks/RESULTS.md).
 #include "kernel_object.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/core/GradMode.h>
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <torch/csrc/autograd/variable.h>
+#include <c10/core/GradMode.h>
 #include <torch/library.h>
+
+#include <string>
 
 namespace {
 
 using torch_cudajit::KernelObject;
 
-/// The op's signature as the dispatcher sees it (SymInt, since grid and block may be symbolic
-/// while tracing).
-using LaunchSignature =
-    void(const c10::intrusive_ptr<KernelObject>&, const std::optional<at::Tensor>&,
-         const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
-         const std::optional<at::Tensor>&, at::TensorList, at::TensorList,
-         c10::ArrayRef<c10::Scalar>, c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt);
-
-void check_untracked(const KernelObject& k, const at::Tensor& t, const char* slot, int64_t index) {
-  TORCH_CHECK(!t.requires_grad(), "torch_cudajit: cudajit::launch of kernel '", k.name(),
-              "' writes ", slot, index >= 0 ? "[" + std::to_string(index) + "]" : std::string(),
-              ", a tensor that requires grad; kernels have no derivative, so autograd cannot "
-              "track the write. Write into a tensor that does not require grad (torch.empty(...), "
-              "or t.detach()), launch under torch.no_grad(), or wrap the launch in a "
-              "torch.autograd.Function that defines backward.");
-}
-
 void launch_autograd(c10::DispatchKeySet keys, const c10::intrusive_ptr<KernelObject>& k,
-                     const std::optional<at::Tensor>& out0,
-                     const std::optional<at::Tensor>& out1, const std::optional<at::Tensor>& out2,
-                     const std::optional<at::Tensor>& out3, at::TensorList more_outputs,
-                     at::TensorList inputs, c10::ArrayRef<c10::Scalar> scalars,
-                     c10::SymIntArrayRef grid, c10::SymIntArrayRef block, c10::SymInt shared_mem) {
-  const std::optional<at::Tensor>* const slots[] = {&out0, &out1, &out2, &out3};
-  static const char* const kSlotNames[] = {"out0", "out1", "out2", "out3"};
+                     const std::optional<at::Tensor>& out0, const std::optional<at::Tensor>& out1,
+                     const std::optional<at::Tensor>& out2, const std::optional<at::Tensor>& out3,
+                     at::TensorList more_outputs, at::TensorList inputs,
+                     c10::ArrayRef<c10::Scalar> scalars, c10::SymIntArrayRef grid,
+                     c10::SymIntArrayRef block, c10::SymInt shared_mem) {
   if (c10::GradMode::is_enabled()) {
-    for (int i = 0; i < 4; ++i)
-      if (slots[i]->has_value()) check_untracked(*k, **slots[i], kSlotNames[i], -1);
+    const std::optional<at::Tensor>* const slots[] = {&out0, &out1, &out2, &out3};
+    for (size_t i = 0; i < torch_cudajit::kOpOutputSlots; ++i)
+      if (slots[i]->has_value())
+        torch_cudajit::check_write_untracked(**slots[i], k->name(), "out" + std::to_string(i));
     for (size_t i = 0; i < more_outputs.size(); ++i)
-      check_untracked(*k, more_outputs[i], "more_outputs", static_cast<int64_t>(i));
+      torch_cudajit::check_write_untracked(more_outputs[i], k->name(),
+                                           "more_outputs[" + std::to_string(i) + "]");
   }
   {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("cudajit::launch", "")
-                               .typed<LaunchSignature>();
-    // The guard covers anything the backend dispatches in turn; the key set skips recomputing
-    // the dispatch keys of eleven arguments for this call.
+    // The guard covers whatever the keys below dispatch in turn; the key set spares
+    // recomputing the dispatch keys of eleven arguments for this call.
     at::AutoDispatchBelowADInplaceOrView below;
-    op.redispatch(keys & c10::after_ADInplaceOrView_keyset, k, out0, out1, out2, out3,
-                  more_outputs, inputs, scalars, grid, block, std::move(shared_mem));
+    torch_cudajit::launch_op().redispatch(keys & c10::after_ADInplaceOrView_keyset, k, out0,
+                                          out1, out2, out3, more_outputs, inputs, scalars, grid,
+                                          block, std::move(shared_mem));
   }
-  for (const auto* slot : slots)
-    if (slot->has_value()) torch::autograd::impl::bump_version(**slot);
-  for (const at::Tensor& t : more_outputs) torch::autograd::impl::bump_version(t);
+  for (const auto* slot : {&out0, &out1, &out2, &out3})
+    if (slot->has_value()) torch_cudajit::bump_written_version(**slot);
+  for (const at::Tensor& t : more_outputs) torch_cudajit::bump_written_version(t);
 }
 
 }  // namespace

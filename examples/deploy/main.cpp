@@ -6,7 +6,6 @@
 //   torch_cudajit_deploy <model.pt> <data.pt> [--bench]
 #include <ops/kernel_object.h>
 
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
@@ -51,12 +50,6 @@ std::vector<double> per_call_us(int calls, int repeats, F&&... fns) {
   return medians;
 }
 
-using LaunchSignature =
-    void(const c10::intrusive_ptr<torch_cudajit::KernelObject>&, const std::optional<at::Tensor>&,
-         const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
-         const std::optional<at::Tensor>&, at::TensorList, at::TensorList,
-         c10::ArrayRef<c10::Scalar>, c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt);
-
 int bench(torch::jit::Module& model) {
   // Small enough that the GPU drains each launch faster than the host issues the next: the
   // loop measures launch cost, not kernel time.
@@ -72,7 +65,7 @@ int bench(torch::jit::Module& model) {
     native_error |= launch_native_axpy(out.data_ptr<float>(), x.data_ptr<float>(),
                                        y.data_ptr<float>(), 2.0f, n, grid, block, stream);
   };
-  auto op = c10::Dispatcher::singleton().findSchemaOrThrow("cudajit::launch", "").typed<LaunchSignature>();
+  const auto& op = torch_cudajit::launch_op();
   auto kernel = model.attr("axpy").toCustomClass<torch_cudajit::KernelObject>();
   const std::vector<at::Tensor> inputs = {x, y};
   const std::vector<c10::Scalar> scalars = {2.0};

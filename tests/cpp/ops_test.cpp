@@ -87,12 +87,7 @@ TEST(OpsTest, LaunchChecksArgumentCounts) {
 // requires grad unless grad mode is off.
 TEST(OpsTest, DispatcherCallTracksVersionsAndRefusesGradTensors) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA GPU";
-  using Signature =
-      void(const c10::intrusive_ptr<KernelObject>&, const std::optional<at::Tensor>&,
-           const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
-           const std::optional<at::Tensor>&, at::TensorList, at::TensorList,
-           c10::ArrayRef<c10::Scalar>, c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt);
-  auto op = c10::Dispatcher::singleton().findSchemaOrThrow("cudajit::launch", "").typed<Signature>();
+  const auto& op = launch_op();
   auto k = make_axpy();
   auto x = torch::randn({8}, torch::kCUDA), y = torch::randn({8}, torch::kCUDA);
   const std::vector<at::Tensor> inputs = {x, y};

@@ -405,6 +405,42 @@ def test_grid_and_block_forms(saxpy, grid, block, device):
         torch.testing.assert_close(out, 2 * x)
 
 
+# -- autograd bookkeeping of written tensors ----------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["array", "pointer", "specialized"])
+def test_launch_counts_writes_and_refuses_grad_tensors(saxpy, scale_ptr, kind, device):
+    n = 1000
+    x = random_values((n,), torch.float32, device)
+    if kind == "pointer":
+        launch = lambda out: scale_ptr[blocks(n, 128), 128](out, x, 2.0, n)  # noqa: E731
+    else:
+        k = saxpy.specialize(x, x, 2.0) if kind == "specialized" else saxpy
+        launch = lambda out: k[blocks(n, 128), 128](out, x, 2.0)  # noqa: E731
+    out = poison_(torch.empty_like(x))
+    launch(out)
+    assert (out._version, x._version) == (1, 0)  # x binds a const parameter: read only
+    torch.testing.assert_close(out, 2 * x)
+
+    leaf = poison_(torch.empty_like(x)).requires_grad_()
+    with pytest.raises(RuntimeError, match="writes parameter 'out', a tensor that requires "
+                                           "grad; kernels have no derivative"):
+        launch(leaf)
+    with torch.no_grad():  # initialising a parameter in place, as torch allows
+        launch(leaf)
+    torch.testing.assert_close(leaf.detach(), 2 * x)
+
+
+def test_overwriting_a_saved_tensor_fails_backward_like_torch(saxpy, device):
+    n = 1000
+    w = random_values((n,), torch.float32, device).requires_grad_()
+    x = random_values((n,), torch.float32, device)
+    y = (w * x).sum()  # saves x for w's gradient
+    saxpy[blocks(n, 128), 128](x, random_values((n,), torch.float32, device), 2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
 def _busy_stream_then_fill(stream, x, values):
     """Enqueues on `stream` a ~0.1 s sleep followed by x.copy_(values): a kernel that reads x
     sees `values` only if it runs on `stream` after them."""
