@@ -10,10 +10,7 @@ def per_call_us(fn, *, calls=2000, repeats=25, warmup=500):
 
     The device is synchronized before and after each loop, so queued work never throttles the
     host loop; launches are tiny, so the host cost is what is measured."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    return statistics.median(_loop_us(fn, calls) for _ in range(repeats))
+    return per_call_us_interleaved([fn], calls=calls, repeats=repeats, warmup=warmup)[0]
 
 
 def _loop_us(fn, calls):

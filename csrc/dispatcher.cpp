@@ -321,7 +321,6 @@ std::shared_ptr<Specialization> Dispatcher::build(
     const ArgSig& s = key.args[i];
     const Param& p = decl_->params[i];
     Specialization::Slot slot{};
-    slot.written = false;
     slot.code = pr.code;
     slot.rank = s.rank;
     slot.size = pr.size;
@@ -628,6 +627,26 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
       if (spec.slots[i].written) bump_written_version(*args[i].tensor);
   }
   if (debug_record.first != 0) check_debug_record(debug_record.first, debug_record.second, stream);
+}
+
+Arg scalar_arg(const c10::Scalar& s) {
+  Arg a;
+  if (s.isBoolean()) {
+    a.kind = ArgKind::kBool;
+    a.i = s.toBool();
+  } else if (s.isIntegral(/*includeBool=*/false)) {
+    a.kind = ArgKind::kInt;
+    a.i = s.toLong();
+  } else if (s.isComplex()) {
+    a.kind = ArgKind::kComplex;
+    auto c = s.toComplexDouble();
+    a.d = c.real();
+    a.imag = c.imag();
+  } else {
+    a.kind = ArgKind::kFloat;
+    a.d = s.toDouble();
+  }
+  return a;
 }
 
 void check_write_untracked(const at::Tensor& t, const std::string& kernel, const std::string& what) {

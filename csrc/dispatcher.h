@@ -42,7 +42,7 @@ struct LaunchConfig {
   CUstream stream = nullptr;
   /// Autograd bookkeeping of written tensors (non-const parameters): refuse one that requires
   /// grad while grad mode is on, and bump each one's version counter after the launch. The op
-  /// path turns it off: its Autograd and ADInplaceOrView kernels do the same work there.
+  /// path turns it off: its Autograd kernel does the same work there.
   bool track_writes = true;
 };
 
@@ -201,6 +201,9 @@ class Dispatcher {
 
 /// The TypeCode of a torch dtype; throws c10::TypeError for dtypes kernels cannot take.
 TypeCode type_code_of(c10::ScalarType dtype);
+
+/// A launch argument holding a number (bool, integer, floating or complex).
+Arg scalar_arg(const c10::Scalar& s);
 
 /// Refuses a kernel's write into `t` when autograd tracks it (requires grad, grad mode on):
 /// kernels have no derivative. `what` names the tensor in the message ("parameter 'out'").

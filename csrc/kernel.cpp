@@ -21,20 +21,8 @@ Arg to_arg(const c10::IValue& v, size_t position) {
   if (v.isTensor()) {
     a.kind = ArgKind::kTensor;
     a.tensor = &v.toTensor();
-  } else if (v.isBool()) {
-    a.kind = ArgKind::kBool;
-    a.i = v.toBool();
-  } else if (v.isInt()) {
-    a.kind = ArgKind::kInt;
-    a.i = v.toInt();
-  } else if (v.isDouble()) {
-    a.kind = ArgKind::kFloat;
-    a.d = v.toDouble();
-  } else if (v.isComplexDouble()) {
-    a.kind = ArgKind::kComplex;
-    auto c = v.toComplexDouble();
-    a.d = c.real();
-    a.imag = c.imag();
+  } else if (v.isBool() || v.isInt() || v.isDouble() || v.isComplexDouble()) {
+    a = scalar_arg(v.toScalar());
   } else {
     TORCH_CHECK_TYPE(false, "torch_cudajit: argument ", position, " is a ", v.tagKind(),
                      "; kernels take tensors, int, float, bool and complex values (add an "

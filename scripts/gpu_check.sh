@@ -11,37 +11,14 @@ OUT=${OUT:-$PWD/gpu_logs}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 STEP=${1:-all}
+# True when this run's step is one of the arguments.
+wants() { local s; for s in "$@"; do [[ $STEP == "$s" ]] && return 0; done; return 1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-if [[ $STEP == final ]]; then
-  # One budget-friendly pass for the op family and the numba-parity features: the extension
-  # and the deploy program build together, then the GPU tests and benchmarks, most important
-  # first, each writing its log as it goes.
-  TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
-  echo "== build (extension and deploy program in parallel)"
-  (MAX_JOBS=10 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1; echo "ext rc $?" >> "$OUT/build.log") &
-  (cmake -S . -B build/cmake-gpu -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DCMAKE_BUILD_TYPE=Release \
-     > "$OUT/cmake.log" 2>&1 &&
-   ninja -C build/cmake-gpu -j6 >> "$OUT/cmake.log" 2>&1; echo "cmake rc $?" >> "$OUT/cmake.log") &
-  wait
-  tail -1 "$OUT/build.log"; tail -1 "$OUT/cmake.log"
-  export PYTHONPATH=$PWD
-  echo "== pytest (op family, deploy, launch)"
-  python3 -m pytest tests/python/test_ops.py tests/python/test_deploy.py tests/python/test_launch.py \
-    -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -5
-  echo "== ctest (op family and C++ kernel API)"
-  (cd build/cmake-gpu && ctest -R "Ops|Kernel" --output-on-failure 2>&1) | tee "$OUT/ctest.log" | tail -4
-  echo "== launch benchmark"
-  python3 benchmarks/launch_overhead.py 2>&1 | tee "$OUT/bench_launch.log"
-  echo "== op-path benchmark (Python, then the C++ deploy program)"
-  python3 benchmarks/op_overhead.py 2>&1 | tee "$OUT/bench_op.log"
-  python3 examples/deploy/export.py "$OUT/deploy" 2>&1 | tail -2
-  ./build/cmake-gpu/examples/deploy/torch_cudajit_deploy "$OUT/deploy/model.pt" "$OUT/deploy/data.pt" --bench 2>&1 | tee "$OUT/bench_deploy.log"
-  exit 0
-fi
+
 TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
-echo "== build (extension, and with the C++ tests the CMake tree and the deploy program, in parallel)"
+echo "== build (extension, and where needed the CMake tree with the C++ tests and the deploy program, in parallel)"
 (MAX_JOBS=10 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1; echo "ext rc $?" >> "$OUT/build.log") &
-if [[ $STEP == all || $STEP == tests || $STEP == ctest ]]; then
+if wants all tests ctest final bench ops; then
   (cmake -S . -B build/cmake-gpu -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 &&
    ninja -C build/cmake-gpu -j6 >> "$OUT/cmake.log" 2>&1; echo "cmake rc $?" >> "$OUT/cmake.log") &
 fi
@@ -49,31 +26,37 @@ wait
 tail -1 "$OUT/build.log"; [[ -f $OUT/cmake.log ]] && tail -1 "$OUT/cmake.log"
 grep -q "ext rc 0" "$OUT/build.log" || { tail -40 "$OUT/build.log"; exit 1; }
 export PYTHONPATH=$PWD
-if [[ $STEP == all || $STEP == smoke ]]; then
+
+if wants all smoke; then
   echo "== smoke"
   python3 scripts/smoke.py 2>&1 | tee "$OUT/smoke.log"
 fi
-if [[ $STEP == all || $STEP == tests || $STEP == pytest ]]; then
-  echo "== pytest"
-  python3 -m pytest tests/python -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -25
+if wants all tests pytest final; then
+  # final: the op family, the deploy program and the launch path only.
+  files=tests/python
+  wants final && files="tests/python/test_ops.py tests/python/test_deploy.py tests/python/test_launch.py"
+  echo "== pytest ($files)"
+  python3 -m pytest $files -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -25
 fi
-if [[ $STEP == all || $STEP == tests || $STEP == ctest ]]; then
-  echo "== ctest"
+if wants all tests ctest final; then
+  filter=()
+  wants final && filter=(-R "Ops|Kernel")
+  echo "== ctest ${filter[*]}"
   if grep -q "cmake rc 0" "$OUT/cmake.log"; then
-    (cd build/cmake-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" | tail -15
+    (cd build/cmake-gpu && ctest "${filter[@]}" --output-on-failure 2>&1) | tee "$OUT/ctest.log" | tail -15
   else
     tail -30 "$OUT/cmake.log"
   fi
 fi
-if [[ $STEP == all || $STEP == bench ]]; then
-  echo "== benchmarks"
+if wants all bench final; then
+  echo "== launch benchmark"
   python3 benchmarks/launch_overhead.py 2>&1 | tee "$OUT/bench_launch.log"
 fi
-if [[ $STEP == all || $STEP == bench || $STEP == cache ]]; then
+if wants all bench cache; then
   echo "== cache benchmarks"
   python3 benchmarks/cache.py 2>&1 | tee "$OUT/bench_cache.log"
 fi
-if [[ $STEP == all || $STEP == bench || $STEP == ops ]]; then
+if wants all bench ops final; then
   echo "== op-family benchmarks (Python, then the C++ deploy program)"
   python3 benchmarks/op_overhead.py 2>&1 | tee "$OUT/bench_op.log"
   if [[ -x build/cmake-gpu/examples/deploy/torch_cudajit_deploy ]]; then

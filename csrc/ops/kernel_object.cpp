@@ -19,26 +19,6 @@ std::array<int64_t, 3> dims3(c10::IntArrayRef v, const char* what, const std::st
   return d;
 }
 
-Arg scalar_arg(const c10::Scalar& s) {
-  Arg a;
-  if (s.isBoolean()) {
-    a.kind = ArgKind::kBool;
-    a.i = s.toBool();
-  } else if (s.isIntegral(/*includeBool=*/false)) {
-    a.kind = ArgKind::kInt;
-    a.i = s.toLong();
-  } else if (s.isComplex()) {
-    a.kind = ArgKind::kComplex;
-    auto c = s.toComplexDouble();
-    a.d = c.real();
-    a.imag = c.imag();
-  } else {
-    a.kind = ArgKind::kFloat;
-    a.d = s.toDouble();
-  }
-  return a;
-}
-
 }  // namespace
 
 KernelObject::KernelObject(std::string source, std::string name, std::vector<std::string> options,
@@ -149,7 +129,7 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
   cfg.grid = dims3(grid, "grid", name_);
   cfg.block = dims3(block, "block", name_);
   cfg.shared_mem = shared_mem;
-  cfg.track_writes = false;  // the op's Autograd and ADInplaceOrView kernels did it
+  cfg.track_writes = false;  // the op's Autograd kernel does it
   dispatcher_->launch(args, roles_.size(), cfg);
 }
 

@@ -30,8 +30,9 @@ void launch_autograd(c10::DispatchKeySet keys, const c10::intrusive_ptr<KernelOb
                      at::TensorList more_outputs, at::TensorList inputs,
                      c10::ArrayRef<c10::Scalar> scalars, c10::SymIntArrayRef grid,
                      c10::SymIntArrayRef block, c10::SymInt shared_mem) {
+  const std::optional<at::Tensor>* const slots[torch_cudajit::kOpOutputSlots] = {&out0, &out1,
+                                                                                &out2, &out3};
   if (c10::GradMode::is_enabled()) {
-    const std::optional<at::Tensor>* const slots[] = {&out0, &out1, &out2, &out3};
     for (size_t i = 0; i < torch_cudajit::kOpOutputSlots; ++i)
       if (slots[i]->has_value())
         torch_cudajit::check_write_untracked(**slots[i], k->name(), "out" + std::to_string(i));
@@ -47,7 +48,7 @@ void launch_autograd(c10::DispatchKeySet keys, const c10::intrusive_ptr<KernelOb
                                           out1, out2, out3, more_outputs, inputs, scalars, grid,
                                           block, std::move(shared_mem));
   }
-  for (const auto* slot : {&out0, &out1, &out2, &out3})
+  for (const auto* slot : slots)
     if (slot->has_value()) torch_cudajit::bump_written_version(**slot);
   for (const at::Tensor& t : more_outputs) torch_cudajit::bump_written_version(t);
 }
