@@ -106,6 +106,34 @@ std::string find_cuda_include_dir() {
 
 }  // namespace
 
+namespace detail {
+
+std::string missing_header_hint(const std::string& log, const std::string& cuda) {
+  const std::string marker = "cannot open source file \"";
+  const size_t at = log.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t start = at + marker.size();
+  const std::string header = log.substr(start, log.find('"', start) - start);
+  auto starts = [&](const char* prefix) { return header.rfind(prefix, 0) == 0; };
+  if (starts("cuda/") || starts("nv/") || starts("cub/") || starts("thrust/")) {
+    if (!cuda.empty() && file_exists(cuda + "/cccl/cuda/std/type_traits")) return "";
+    if (!cuda.empty() && file_exists(cuda + "/cuda/std/type_traits")) return "";
+    return "'" + header + "' is part of CCCL (libcu++, CUB, Thrust), which was not found" +
+           (cuda.empty() ? std::string() : " next to the CUDA headers in '" + cuda + "'") +
+           ". Install it with `pip install nvidia-cuda-cccl` (torch's CUDA 13 wheels; "
+           "nvidia-cuda-cccl-cu12 for CUDA 12), or set CUDA_HOME to a CUDA toolkit.\n";
+  }
+  if (cuda.empty() && (starts("cuda") || starts("cooperative_groups") || starts("mma.h") ||
+                       starts("math_constants.h") || starts("sm_"))) {
+    return "'" + header + "' is a CUDA header, and none were found (no cuda_fp16.h under "
+           "CUDA_HOME, next to the NVRTC library in use, or in /usr/local/cuda). Install torch's "
+           "CUDA wheels (`pip install nvidia-cuda-runtime`) or set CUDA_HOME to a CUDA toolkit.\n";
+  }
+  return "";
+}
+
+}  // namespace detail
+
 CompileError::CompileError(std::string kernel_name, std::string arch,
                            std::vector<std::string> options, std::string log,
                            std::string numbered_source, std::string hint)
@@ -366,6 +394,7 @@ CompiledProgram Program::compile(const std::vector<InstantiationRequest>& reques
         hint += "\n  " + r.kernel + describe_signature(kernel(r.kernel), r.key);
       hint += "\nCheck each argument's dtype, rank and layout against the kernel's parameters.\n";
     }
+    hint += detail::missing_header_hint(out.log, find_cuda_include_dir());
     throw CompileError(names, out.target, out.options, out.log, number_lines(source_), hint);
   }
   if (!options.link.empty()) {

@@ -117,4 +117,11 @@ uint64_t nvrtc_compile_count();
 /// Formats source with right-aligned line numbers ("  3 | code").
 std::string number_lines(const std::string& source);
 
+namespace detail {
+/// For an NVRTC log that could not open a header of a CUDA header set (CCCL, or the CUDA headers
+/// themselves) missing on this machine, a line naming the package or path that provides it;
+/// empty otherwise. `cuda_include_dir` is the CUDA header folder in use ("" when none was found).
+std::string missing_header_hint(const std::string& log, const std::string& cuda_include_dir);
+}  // namespace detail
+
 }  // namespace torch_cudajit

@@ -9,7 +9,7 @@
     }''')
     saxpy[blocks, threads](out, x, 2.0)
 """
-from ._loader import _C
+from ._loader import _C, cmake_prefix_path
 from ._errors import CompileError, KernelAssertionError, LowOccupancyWarning
 from ._extensions import Extension, Params
 from ._kernel import Kernel, KernelModule, SpecializedKernel, CompiledKernel, Parameter, jit
@@ -30,7 +30,11 @@ __all__ = [
     "LowOccupancyWarning",
     "nvrtc_version",
     "cache",
+    "cmake_prefix_path",
+    "__version__",
 ]
+
+__version__ = "0.2.0"
 
 
 def nvrtc_version():

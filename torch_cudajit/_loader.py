@@ -1,10 +1,27 @@
-"""Loads the C++ core and tells it where NVRTC and the CUDA headers are."""
+"""Loads the C++ core (through its binding, torch_cudajit._C) and tells it where NVRTC and the
+CUDA headers are."""
 import os
 import sys
 
-import torch  # noqa: F401  (loads libtorch and libc10_cuda before our extension)
+import torch  # noqa: F401  (loads libtorch and libc10_cuda before our libraries)
 
-from . import _C  # type: ignore[attr-defined]
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+try:
+    from . import _C  # type: ignore[attr-defined]
+except ImportError as e:
+    _built = any(name.startswith("_C.") and name.endswith(".so") for name in os.listdir(_PACKAGE_DIR))
+    if _built:
+        raise ImportError(
+            f"torch_cudajit: its compiled binding ({_PACKAGE_DIR}/_C*.so) did not load: {e}. "
+            f"It was built against another torch than the one imported (torch {torch.__version__}"
+            f" at {os.path.dirname(torch.__file__)}); rebuild it: `pip install --no-build-isolation "
+            f".` or `python setup.py build_ext --inplace`.") from e
+    raise ImportError(
+        f"torch_cudajit is imported from {_PACKAGE_DIR}, which holds no compiled binding (_C). "
+        "Install the package (`pip install --no-build-isolation .`), or build it in place "
+        "(`python setup.py build_ext --inplace`), or run from outside the source tree so that "
+        "the installed package is imported.") from e
 
 
 def _nvidia_wheel_dirs():
@@ -20,7 +37,7 @@ def _nvidia_wheel_dirs():
 
 
 def _configure():
-    _C.set_package_include_dir(os.path.join(os.path.dirname(__file__), "include"))
+    _C.set_package_include_dir(os.path.join(_PACKAGE_DIR, "include"))
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             _C.add_library_search_path(os.path.join(os.environ[var], "lib64"))
@@ -29,3 +46,7 @@ def _configure():
 
 
 _configure()
+
+#: The folder to add to CMAKE_PREFIX_PATH for find_package(torch_cudajit), as
+#: torch.utils.cmake_prefix_path is for find_package(Torch).
+cmake_prefix_path = os.path.join(_PACKAGE_DIR, "share", "cmake")

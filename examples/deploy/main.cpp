@@ -4,7 +4,7 @@
 // against a plain <<<>>> launch of the same kernel compiled by nvcc.
 //
 //   torch_cudajit_deploy <model.pt> <data.pt> [--bench]
-#include <ops/kernel_object.h>
+#include <torch_cudajit/ops/kernel_object.h>
 
 #include <c10/cuda/CUDAStream.h>
 #include <torch/cuda.h>

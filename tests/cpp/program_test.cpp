@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -62,6 +63,43 @@ TEST(ProgramTest, DefaultIncludeDirsHoldTheDeviceHeader) {
   if (dirs.size() == 3) {
     EXPECT_EQ(dirs[1], dirs.back() + "/cccl");
     EXPECT_TRUE(std::ifstream(dirs[1] + "/cuda/std/type_traits").good()) << dirs[1];
+  }
+}
+
+// A header NVRTC could not open is traced to the header set that provides it, and only when
+// that set is missing: the hint names the package to install.
+TEST(ProgramTest, MissingHeaderHintNamesThePackage) {
+  const std::string dir = ::testing::TempDir() + "cj_hint_cuda";
+  const std::string with_cccl = dir + "/with", without_cccl = dir + "/without";
+  for (const std::string& d : {with_cccl + "/cccl/cuda/std", without_cccl})
+    ASSERT_EQ(std::system(("mkdir -p '" + d + "'").c_str()), 0);
+  std::ofstream(with_cccl + "/cccl/cuda/std/type_traits") << "";
+  auto log = [](const char* header) {
+    return std::string("kernel.cu(1): catastrophic error: cannot open source file \"") + header +
+           "\"\n";
+  };
+  struct Case {
+    const char* title;
+    std::string log, cuda_dir, want;  // want: a substring of the hint, "" for no hint
+  };
+  const std::vector<Case> cases = {
+      {"nv/target without CCCL", log("nv/target"), without_cccl, "pip install nvidia-cuda-cccl"},
+      {"cuda/std without CCCL", log("cuda/std/type_traits"), without_cccl, "part of CCCL"},
+      {"cub without CCCL", log("cub/cub.cuh"), without_cccl, "nvidia-cuda-cccl"},
+      {"nv/target with CCCL", log("nv/target"), with_cccl, ""},
+      {"cuda_fp16.h without CUDA headers", log("cuda_fp16.h"), "", "nvidia-cuda-runtime"},
+      {"cuda_fp16.h with CUDA headers", log("cuda_fp16.h"), with_cccl, ""},
+      {"the user's own header", log("my_header.h"), "", ""},
+      {"another error", "kernel.cu(3): error: identifier \"x\" is undefined", "", ""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    const std::string hint = detail::missing_header_hint(c.log, c.cuda_dir);
+    if (c.want.empty()) {
+      EXPECT_EQ(hint, "");
+    } else {
+      EXPECT_NE(hint.find(c.want), std::string::npos) << hint;
+    }
   }
 }
 

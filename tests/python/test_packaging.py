@@ -1,0 +1,84 @@
+"""Packaging: one core library shared by the Python binding and C++ programs, its CMake package
+config, one version everywhere, and a clear message when the package is imported from a source
+tree that was never built. (CI also builds an sdist and a wheel and installs each in a clean venv:
+scripts/package_check.sh.)"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import torch_cudajit as cj
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE = os.path.dirname(os.path.abspath(cj.__file__))
+
+
+def _read(*parts):
+    with open(os.path.join(*parts), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_one_version_everywhere():
+    setup_version = re.search(r'^VERSION = "([^"]+)"', _read(REPO, "setup.py"), re.M).group(1)
+    cmake_version = re.search(r"project\(torch_cudajit VERSION (\S+)", _read(REPO, "CMakeLists.txt")).group(1)
+    config_version = re.search(r'set\(PACKAGE_VERSION "([^"]+)"\)',
+                               _read(cj.cmake_prefix_path, "torch_cudajit",
+                                     "torch_cudajitConfigVersion.cmake")).group(1)
+    assert cj.__version__ == setup_version == cmake_version == config_version
+
+
+def test_cmake_prefix_path_holds_the_package_config():
+    config = os.path.join(cj.cmake_prefix_path, "torch_cudajit", "torch_cudajitConfig.cmake")
+    assert os.path.isfile(config)
+    text = _read(config)
+    # The config points at the library and headers of this very package.
+    assert "lib/libtorch_cudajit.so" in text and "/cxx" in text
+    assert os.path.isfile(os.path.join(PACKAGE, "lib", "libtorch_cudajit.so"))
+    assert os.path.isfile(os.path.join(PACKAGE, "cxx", "torch_cudajit", "kernel.h"))
+    assert os.path.isfile(os.path.join(PACKAGE, "cxx", "torch_cudajit", "ops", "kernel_object.h"))
+    # The C++ API headers never sit in NVRTC's folder, whose <cstdint> would shadow the host's.
+    assert not os.path.exists(os.path.join(PACKAGE, "include", "kernel.h"))
+
+
+def _loaded_objects():
+    with open("/proc/self/maps") as f:
+        return {line.split()[-1] for line in f if line.rstrip().endswith(".so") or ".so." in line}
+
+
+def test_binding_links_the_one_core_library():
+    loaded = [p for p in _loaded_objects() if "torch_cudajit" in os.path.basename(p)]
+    assert loaded == [os.path.realpath(os.path.join(PACKAGE, "lib", "libtorch_cudajit.so"))], loaded
+    # The binding itself holds no copy of the core: it needs the library by name.
+    out = subprocess.run(["readelf", "-d", cj._C.__file__], capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip("readelf is not available")
+    assert "[libtorch_cudajit.so]" in out.stdout
+    # A function defined out of line in the core (csrc/program.cpp) is defined in the library
+    # and only referenced by the binding.
+    def defines(path):
+        nm = subprocess.run(["nm", "-C", "-D", "--defined-only", path], capture_output=True, text=True)
+        return "torch_cudajit::Program::compile(" in nm.stdout
+    assert defines(loaded[0]) and not defines(cj._C.__file__)
+
+
+def test_op_family_is_registered_once():
+    import torch
+    schemas = [s for s in torch._C._jit_get_all_schemas() if s.name == "cudajit::launch"]
+    assert len(schemas) == 1, schemas
+
+
+def test_import_from_an_unbuilt_tree_says_what_to_run(tmp_path):
+    tree = tmp_path / "src"
+    shutil.copytree(PACKAGE, tree / "torch_cudajit",
+                    ignore=shutil.ignore_patterns("*.so", "lib", "cxx", "__pycache__"))
+    r = subprocess.run([sys.executable, "-c", "import torch_cudajit"], cwd=tree,
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)})
+    assert r.returncode != 0
+    assert "holds no compiled binding" in r.stderr
+    assert "python setup.py build_ext --inplace" in r.stderr
+    assert "partially initialized" not in r.stderr.splitlines()[-1]

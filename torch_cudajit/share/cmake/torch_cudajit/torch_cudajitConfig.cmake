@@ -1,0 +1,54 @@
+# torch_cudajit: CMake package config of the pip-installed package.
+#
+#   cmake -DCMAKE_PREFIX_PATH="$(python -c 'import torch;print(torch.utils.cmake_prefix_path)');$(python -c 'import torch_cudajit;print(torch_cudajit.cmake_prefix_path)')"
+#   find_package(torch_cudajit REQUIRED)
+#   target_link_libraries(app PRIVATE torch_cudajit::torch_cudajit)
+#
+# The target is the same libtorch_cudajit.so that `import torch_cudajit` loads: one copy of the
+# core and of the cudajit op registration for Python and C++. Its C++ API headers are included as
+# <torch_cudajit/kernel.h>. The library registers the op family from static initializers, so the
+# target links it with --no-as-needed.
+include(CMakeFindDependencyMacro)
+find_dependency(Torch)
+
+get_filename_component(_cj_package_dir "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
+set(_cj_library "${_cj_package_dir}/lib/libtorch_cudajit.so")
+if(NOT EXISTS "${_cj_library}" OR NOT EXISTS "${_cj_package_dir}/cxx/torch_cudajit/kernel.h")
+  set(torch_cudajit_FOUND FALSE)
+  set(torch_cudajit_NOT_FOUND_MESSAGE
+      "${_cj_package_dir} holds no built torch_cudajit (lib/libtorch_cudajit.so, cxx/). "
+      "Install the package (pip install --no-build-isolation .) or build it in place "
+      "(python setup.py build_ext --inplace).")
+  return()
+endif()
+
+# cuda.h and nvrtc.h, which the C++ API headers include: torch's config found the toolkit.
+set(_cj_cuda_includes ${CUDAToolkit_INCLUDE_DIRS})
+if(NOT _cj_cuda_includes AND CUDA_INCLUDE_DIRS)
+  set(_cj_cuda_includes ${CUDA_INCLUDE_DIRS})
+endif()
+
+# The C++ standard the installed torch requires: newer torch carries it on its target as a
+# compile feature already; older torch only sets CXX_STANDARD there, which CMake does not pass on.
+get_target_property(_cj_std torch CXX_STANDARD)
+set(_cj_features "")
+if(_cj_std)
+  set(_cj_features cxx_std_${_cj_std})
+endif()
+
+if(NOT TARGET torch_cudajit::torch_cudajit)
+  add_library(torch_cudajit::torch_cudajit SHARED IMPORTED)
+  set_target_properties(torch_cudajit::torch_cudajit PROPERTIES
+    IMPORTED_LOCATION "${_cj_library}"
+    IMPORTED_SONAME "libtorch_cudajit.so"
+    INTERFACE_INCLUDE_DIRECTORIES "${_cj_package_dir}/cxx;${_cj_cuda_includes}"
+    INTERFACE_LINK_LIBRARIES "${TORCH_LIBRARIES}"
+    INTERFACE_LINK_OPTIONS "LINKER:--no-as-needed"
+    INTERFACE_COMPILE_FEATURES "${_cj_features}")
+endif()
+set(torch_cudajit_INCLUDE_DIRS "${_cj_package_dir}/cxx")
+set(torch_cudajit_LIBRARIES torch_cudajit::torch_cudajit)
+unset(_cj_library)
+unset(_cj_cuda_includes)
+unset(_cj_std)
+unset(_cj_features)
