@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <chrono>
@@ -125,11 +126,17 @@ bool write_all(int fd, const char* data, size_t size) {
   return true;
 }
 
+// Opens an existing file without blocking: a FIFO or device named like a header or an entry
+// would otherwise block the open (or the read) forever. Callers check S_ISREG with fstat.
+int open_nonblocking(const std::string& path, int flags) {
+  return ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC);
+}
+
 bool read_file(const std::string& path, std::string& out) {
-  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd f(open_nonblocking(path, O_RDONLY));
   if (f.fd < 0) return false;
   struct stat st;
-  if (fstat(f.fd, &st) != 0) return false;
+  if (fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
   return read_all(f.fd, out, static_cast<size_t>(st.st_size));
 }
 
@@ -218,32 +225,80 @@ struct Include {
   bool quoted;
 };
 
-std::vector<Include> scan_includes(const std::string& text) {
+// The text as the preprocessor's directive reader sees it: backslash-newlines joined, comments
+// replaced by a space (string and character literals kept), one entry per logical line.
+std::vector<std::string> logical_lines(const std::string& text) {
+  std::vector<std::string> lines(1);
+  enum { kCode, kLineComment, kBlockComment, kString, kChar } state = kCode;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const char next = i + 1 < text.size() ? text[i + 1] : '\0';
+    if (c == '\\' && (next == '\n' || (next == '\r' && i + 2 < text.size() && text[i + 2] == '\n'))) {
+      i += next == '\r' ? 2 : 1;  // a continuation: the logical line goes on
+      continue;
+    }
+    if (c == '\n') {
+      if (state == kLineComment || state == kString || state == kChar) state = kCode;
+      if (state == kCode) lines.emplace_back();
+      continue;  // a newline inside a block comment keeps the logical line (it is a space)
+    }
+    std::string& line = lines.back();
+    switch (state) {
+      case kCode:
+        if (c == '/' && next == '/') { state = kLineComment; line += ' '; ++i; }
+        else if (c == '/' && next == '*') { state = kBlockComment; line += ' '; ++i; }
+        else { if (c == '"') state = kString; else if (c == '\'') state = kChar; line += c; }
+        break;
+      case kBlockComment:
+        if (c == '*' && next == '/') { state = kCode; ++i; }
+        break;
+      case kLineComment:
+        break;
+      case kString:
+      case kChar:
+        line += c;
+        if (c == '\\' && i + 1 < text.size()) line += text[++i];
+        else if (c == (state == kString ? '"' : '\'')) state = kCode;
+        break;
+    }
+  }
+  return lines;
+}
+
+// Trimmed, for messages.
+std::string trimmed(const std::string& l) {
+  const size_t b = l.find_first_not_of(" \t\r"), e = l.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : l.substr(b, e - b + 1);
+}
+
+// The #include directives of a text. `inexact` receives the first line that names its header
+// through a macro (#include HDR) or asks whether a header exists (__has_include): what such a
+// text reads depends on the preprocessor, which this scan does not run.
+std::vector<Include> scan_includes(const std::string& text, std::string& inexact) {
   std::vector<Include> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    size_t i = pos;
-    auto skip_space = [&] {
-      while (i < eol && (text[i] == ' ' || text[i] == '\t')) ++i;
-    };
-    skip_space();
-    if (i < eol && text[i] == '#') {
-      ++i;
-      skip_space();
-      if (text.compare(i, 7, "include") == 0) {
-        i += 7;
-        skip_space();
-        if (i < eol && (text[i] == '"' || text[i] == '<')) {
-          char close = text[i] == '"' ? '"' : '>';
-          size_t end = text.find(close, i + 1);
-          if (end != std::string::npos && end < eol)
-            out.push_back({text.substr(i + 1, end - i - 1), close == '"'});
-        }
+  auto skip_space = [](const std::string& l, size_t i) {
+    while (i < l.size() && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r')) ++i;
+    return i;
+  };
+  for (const std::string& l : logical_lines(text)) {
+    if (l.find("__has_include") != std::string::npos && inexact.empty()) inexact = trimmed(l);
+    size_t i = skip_space(l, 0);
+    if (i >= l.size() || l[i] != '#') continue;
+    i = skip_space(l, i + 1);
+    size_t word = i;
+    while (i < l.size() && (std::isalnum(static_cast<unsigned char>(l[i])) || l[i] == '_')) ++i;
+    const std::string directive = l.substr(word, i - word);
+    if (directive != "include" && directive != "include_next" && directive != "import") continue;
+    i = skip_space(l, i);
+    if (i < l.size() && (l[i] == '"' || l[i] == '<')) {
+      const char close = l[i] == '"' ? '"' : '>';
+      const size_t end = l.find(close, i + 1);
+      if (end != std::string::npos) {
+        out.push_back({l.substr(i + 1, end - i - 1), close == '"'});
+        continue;
       }
     }
-    pos = eol + 1;
+    if (inexact.empty()) inexact = trimmed(l);  // #include MACRO, or a malformed directive
   }
   return out;
 }
@@ -256,6 +311,7 @@ struct HeaderFacts {
   int64_t mtime_ns = 0;
   std::string digest;
   std::vector<Include> includes;
+  std::string inexact;  // a directive naming a header scan_includes cannot resolve, if any
 };
 
 std::mutex& header_mutex() {
@@ -286,7 +342,8 @@ bool header_facts(const std::string& path, const struct stat& st, HeaderFacts& o
   out.size = st.st_size;
   out.mtime_ns = mtime;
   out.digest = sha256_hex(text);
-  out.includes = scan_includes(text);
+  out.inexact.clear();
+  out.includes = scan_includes(text, out.inexact);
   // A file edited within the same timestamp tick as it was read would keep a stale memo, so
   // only files older than a second are remembered.
   const auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -301,11 +358,14 @@ bool is_regular(const std::string& path, struct stat& st) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// Adds every header reachable from `text` to the hash. User and package headers count by
-// content; headers of the CUDA toolkit by path, size and time (the NVRTC version pins them),
-// which keeps the key cheap for sources that include cuda_fp16.h and friends.
-void hash_headers(Sha256& h, const std::string& text, const std::vector<std::string>& include_dirs,
-                  const std::string& toolkit_dir) {
+// Adds every header reachable from `text` (and from `pre_included`, the files of --pre-include
+// options) to the hash. User and package headers count by content; headers of the CUDA toolkit
+// by path, size and time (the NVRTC version pins them), which keeps the key cheap for sources
+// that include cuda_fp16.h and friends. Returns the first directive naming a header this scan
+// cannot resolve (see scan_includes), "" when there is none: with one, the key does not cover
+// what the compiler reads.
+std::string hash_headers(Sha256& h, const std::string& text, const std::vector<std::string>& pre_included,
+                  const std::vector<std::string>& include_dirs, const std::string& toolkit_dir) {
   struct Pending {
     Include inc;
     std::string from_dir;
@@ -313,7 +373,9 @@ void hash_headers(Sha256& h, const std::string& text, const std::vector<std::str
   std::vector<Pending> stack;
   char cwd[4096];
   const std::string main_dir = getcwd(cwd, sizeof(cwd)) ? cwd : ".";
-  for (auto& inc : scan_includes(text)) stack.push_back({inc, main_dir});
+  std::string inexact;
+  for (auto& inc : scan_includes(text, inexact)) stack.push_back({inc, main_dir});
+  for (const auto& name : pre_included) stack.push_back({{name, true}, main_dir});
   std::set<std::string> seen;
   while (!stack.empty()) {
     Pending p = stack.back();
@@ -341,8 +403,10 @@ void hash_headers(Sha256& h, const std::string& text, const std::vector<std::str
       continue;
     }
     h.field(facts.digest);
+    if (inexact.empty() && !facts.inexact.empty()) inexact = facts.inexact + " (in " + found + ")";
     for (auto& inc : facts.includes) stack.push_back({inc, dirname_of(found)});
   }
+  return inexact;
 }
 
 }  // namespace
@@ -474,10 +538,16 @@ std::string DiskCache::usable_dir() {
               "TORCH_CUDAJIT_CACHE_DIR to a folder of your own.");
     return "";
   }
-  // Compiled code is loaded from here: nobody else may write into the folder.
-  if ((st.st_mode & 0077) != 0 && ::chmod(dir.c_str(), 0700) != 0) {
-    warn_once("cannot restrict the cache folder '" + dir + "' to mode 0700 (" + errno_text() +
-              "); kernels compile without the disk cache.");
+  // Compiled code is loaded from here: nobody else may write into the folder. Folders the cache
+  // creates are 0700; an existing folder is never chmod'ed (it may be /tmp, or shared on
+  // purpose), and one that others can write is not used.
+  if ((st.st_mode & 0022) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    warn_once("the cache folder '" + dir + "' can be written by other users (mode " + mode +
+              "), and compiled code is loaded from it; kernels compile without the disk cache. "
+              "Set TORCH_CUDAJIT_CACHE_DIR to a folder only you can write (mode 0700 or 0755), "
+              "or one that does not exist yet (it is created with mode 0700).");
     return "";
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -490,7 +560,7 @@ std::string DiskCache::entry_path(const std::string& dir, const std::string& key
 }
 
 std::string DiskCache::key(const Program& program, const std::vector<InstantiationRequest>& requests,
-                           const CompileOptions& options) const {
+                           const CompileOptions& options, std::string* inexact) const {
   Sha256 h;
   h.field("torch_cudajit cache").field(std::to_string(kFormatVersion));
   // The NVRTC library file stands for its version, its built-in headers and the targets it
@@ -499,24 +569,38 @@ std::string DiskCache::key(const Program& program, const std::vector<Instantiati
   h.field("arch").field(std::to_string(options.arch)).field("std").field(options.std);
   h.field(options.debug ? "debug" : "").field(options.lineinfo ? "lineinfo" : "");
   // The plugin's include folders come first, then the user's, in order (the order decides
-  // which header wins). The other options are a set: the same options in another order give
-  // the same key.
+  // which header wins). -D and -U of one macro name keep their order (a later one overrides an
+  // earlier one), while different names commute; the other options are a set: the same options
+  // in another order give the same key.
   std::vector<std::string> include_dirs = default_include_dirs();
   const size_t n_default = include_dirs.size();
-  std::vector<std::string> others;
+  std::vector<std::string> macros, others, pre_included;
   for (size_t i = 0; i < options.extra.size(); ++i) {
     const std::string& o = options.extra[i];
     const bool has_value = i + 1 < options.extra.size();
-    if ((o == "-I" || o == "--include-path") && has_value)
-      include_dirs.push_back(options.extra[++i]);
-    else if (o.rfind("-I", 0) == 0) include_dirs.push_back(o.substr(2));
-    else if (o.rfind("--include-path=", 0) == 0) include_dirs.push_back(o.substr(15));
-    else if ((o == "-D" || o == "-U") && has_value) others.push_back(o + options.extra[++i]);
+    auto value_of = [&](const char* flag) -> std::optional<std::string> {
+      const std::string f = flag;
+      if (o == f && has_value) return options.extra[++i];
+      if (f.size() > 2 && o.rfind(f + "=", 0) == 0) return o.substr(f.size() + 1);
+      if (f.size() == 2 && o.size() > 2 && o.rfind(f, 0) == 0) return o.substr(2);
+      return std::nullopt;
+    };
+    if (auto v = value_of("-I")) include_dirs.push_back(*v);
+    else if (auto v = value_of("--include-path")) include_dirs.push_back(*v);
+    else if (auto v = value_of("-D")) macros.push_back("-D" + *v);
+    else if (auto v = value_of("--define-macro")) macros.push_back("-D" + *v);
+    else if (auto v = value_of("-U")) macros.push_back("-U" + *v);
+    else if (auto v = value_of("--undefine-macro")) macros.push_back("-U" + *v);
+    else if (auto v = value_of("--pre-include")) pre_included.push_back(*v);
+    else if (o == "-include" && has_value) pre_included.push_back(options.extra[++i]);
     else others.push_back(o);
   }
   std::sort(others.begin(), others.end());
-  // Linked files count by content, with the headers .cu files include, and so does the
-  // nvJitLink library: relinking after an edit must miss.
+  for (const auto& f : pre_included) others.push_back("--pre-include=" + f);  // in order
+  auto macro_name = [](const std::string& m) { return m.substr(2, m.find_first_of("=(") - 2); };
+  std::stable_sort(macros.begin(), macros.end(), [&](const std::string& a, const std::string& b) {
+    return macro_name(a) < macro_name(b);
+  });
   h.field("link");
   for (const auto& path : options.link) {
     std::string data;
@@ -524,7 +608,11 @@ std::string DiskCache::key(const Program& program, const std::vector<Instantiati
     if (path.size() > 3 && path.compare(path.size() - 3, 3, ".cu") == 0) {
       std::vector<std::string> dirs = {dirname_of(path)};
       dirs.insert(dirs.end(), include_dirs.begin(), include_dirs.end());
-      hash_headers(h, data, dirs, n_default > 1 ? include_dirs[n_default - 1] : "");
+      const std::string why = hash_headers(h, data, {}, dirs, n_default > 1 ? include_dirs[n_default - 1] : "");
+      if (!why.empty()) {
+        if (inexact) *inexact = why + " (in " + path + ")";
+        return "";
+      }
     }
   }
   if (!options.link.empty()) {
@@ -534,6 +622,8 @@ std::string DiskCache::key(const Program& program, const std::vector<Instantiati
                                                                std::to_string(st.st_mtim.tv_sec)
                                                          : "");
   }
+  h.field("macros");
+  for (const auto& m : macros) h.field(m);
   h.field("options");
   for (const auto& o : others) h.field(o);
   h.field("include dirs");
@@ -548,7 +638,11 @@ std::string DiskCache::key(const Program& program, const std::vector<Instantiati
   }
   // The CUDA include folder is the last default one when the toolkit headers were found.
   const std::string toolkit = n_default > 1 ? include_dirs[n_default - 1] : "";
-  hash_headers(h, text, include_dirs, toolkit);
+  const std::string why = hash_headers(h, text, pre_included, include_dirs, toolkit);
+  if (!why.empty()) {
+    if (inexact) *inexact = why;
+    return "";
+  }
   return h.hex_digest();
 }
 
@@ -556,7 +650,7 @@ std::optional<CompiledProgram> DiskCache::load(const std::string& key) {
   const std::string dir = usable_dir();
   if (dir.empty()) return std::nullopt;
   const std::string path = entry_path(dir, key);
-  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  Fd f(open_nonblocking(path, O_RDONLY | O_NOFOLLOW));
   if (f.fd < 0) return std::nullopt;  // the usual miss
   struct stat st;
   if (fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
@@ -652,8 +746,13 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key) {
   const std::string dir = usable_dir();
   if (dir.empty()) return KeyLock();
   const std::string path = dir + "/" + key + kLockSuffix;
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
   if (fd < 0) return KeyLock();  // compile without the cross-process lock
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // a FIFO or device in its place
+    ::close(fd);
+    return KeyLock();
+  }
   while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
   }
   return KeyLock(fd);
@@ -713,7 +812,7 @@ CacheInfo DiskCache::prune(int64_t max_bytes, bool keep_newest) {
         out.removed += 1;
     } else if (is_cache_file(e.name, kLockSuffix)) {
       // Remove lock files nobody holds; one that is held is in use by a compile.
-      Fd f(::open(e.path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+      Fd f(open_nonblocking(e.path, O_RDWR | O_NOFOLLOW));
       if (f.fd >= 0 && ::flock(f.fd, LOCK_EX | LOCK_NB) == 0 && ::unlink(e.path.c_str()) == 0)
         out.removed += 1;
     }
@@ -745,7 +844,16 @@ CompiledProgram compile_cached(const Program& program,
   result = CacheOutcome::kBypassed;
   DiskCache& cache = DiskCache::instance();
   if (!use_cache || !cache.usable()) return program.compile(requests, options);
-  const std::string key = cache.key(program, requests, options);
+  std::string inexact;
+  const std::string key = cache.key(program, requests, options, &inexact);
+  if (key.empty()) {
+    cache.warn_once(
+        "kernel '" + requests.front().kernel + "': `" + inexact + "` names a header through a "
+        "macro or tests for one (__has_include), so the cache cannot tell which files the "
+        "compiler reads; it compiles without the disk cache. Write the header's name in the "
+        "#include line to cache it.");
+    return program.compile(requests, options);
+  }
   // An entry must hold one instantiation per request, with one probe per parameter.
   auto fits = [&](const std::optional<CompiledProgram>& c) {
     if (!c || c->lowered_names.size() != requests.size() || c->probes.size() != requests.size())

@@ -60,16 +60,22 @@ class DiskCache {
   /// Re-reads the settings from the environment.
   void reset_from_environment();
 
-  /// The cache key (64 hex characters) of compiling `requests` of `program` with `options`.
-  /// Computing it never loads NVRTC: a warm process skips that cost entirely.
+  /// The cache key (64 hex characters) of compiling `requests` of `program` with `options`, or
+  /// "" when the source (or a header it reads) names a header through a macro or tests for one
+  /// (__has_include): then the key could not cover every file the compiler reads, the compile
+  /// must bypass the disk cache, and `inexact` (when given) receives the directive. Computing
+  /// it never loads NVRTC.
   std::string key(const Program& program, const std::vector<InstantiationRequest>& requests,
-                  const CompileOptions& options) const;
+                  const CompileOptions& options, std::string* inexact = nullptr) const;
 
   /// The cached compile for a key, or nothing. A damaged, foreign or wrongly owned file is
   /// ignored with one warning (and replaced by the next store).
   std::optional<CompiledProgram> load(const std::string& key);
   /// Stores a compile atomically, then evicts least-recently-used entries over the bound.
   void store(const std::string& key, const CompiledProgram& compiled);
+
+  /// Warns once per process with this text.
+  void warn_once(const std::string& what);
 
   /// An exclusive lock on one key, held while compiling it.
   class KeyLock {
@@ -107,7 +113,6 @@ class DiskCache {
   /// warning saying why).
   std::string usable_dir();
   std::string entry_path(const std::string& dir, const std::string& key) const;
-  void warn_once(const std::string& what);
 
   mutable std::mutex mutex_;
   CacheSettings settings_;

@@ -26,8 +26,23 @@ std::vector<std::string>& search_paths() {
   return paths;
 }
 
+// NVIDIA's wheels beside a pip-installed copy of this library
+// (site-packages/torch_cudajit/lib/libtorch_cudajit.so -> site-packages/nvidia/<set>/lib), so a
+// LibTorch program without Python finds the NVRTC that torch's wheels brought.
+std::vector<std::string> wheel_library_dirs() {
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void*>(&wheel_library_dirs), &info) || !info.dli_fname) return {};
+  std::string lib = info.dli_fname;
+  lib = lib.substr(0, lib.rfind('/') == std::string::npos ? 0 : lib.rfind('/'));
+  std::vector<std::string> out;
+  for (const char* set : {"cu13", "cuda_nvrtc", "nvjitlink", "cu12"})
+    out.push_back(lib + "/../../nvidia/" + set + "/lib");
+  return out;
+}
+
 // Where a CUDA library is looked for, in order: the search paths the Python package adds
-// (NVIDIA wheels), CUDA_HOME / CUDA_PATH, the dynamic linker's own search, /usr/local/cuda.
+// (NVIDIA wheels), NVIDIA wheels beside this library, CUDA_HOME / CUDA_PATH, the dynamic
+// linker's own search, /usr/local/cuda.
 std::vector<std::string> library_candidates(std::initializer_list<const char*> names) {
   std::vector<std::string> out;
   {
@@ -35,6 +50,8 @@ std::vector<std::string> library_candidates(std::initializer_list<const char*> n
     for (const auto& dir : search_paths())
       for (const char* n : names) out.push_back(dir + "/" + n);
   }
+  for (const auto& dir : wheel_library_dirs())
+    for (const char* n : names) out.push_back(dir + "/" + n);
   for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
     if (const char* v = std::getenv(env))
       for (const char* n : names) out.push_back(std::string(v) + "/lib64/" + n);

@@ -74,7 +74,8 @@
   X(cuMemcpyHtoD)                                 \
   X(cuMemsetD8Async)                              \
   X(cuStreamSynchronize)                          \
-  X(cuStreamIsCapturing)
+  X(cuStreamIsCapturing)                          \
+  X(cuStreamGetCtx)
 
 namespace torch_cudajit {
 namespace detail {

@@ -408,8 +408,14 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
             group_requests.push_back(requests[j]);
           }
         CacheOutcome outcome;
-        auto compiled = std::make_shared<const CompiledProgram>(
-            compile_cached(*program_, group_requests, opts, options_.cache, &outcome));
+        std::shared_ptr<const CompiledProgram> compiled;
+        try {
+          compiled = std::make_shared<const CompiledProgram>(
+              compile_cached(*program_, group_requests, opts, options_.cache, &outcome));
+        } catch (const CompileError&) {
+          for (size_t j : group) explain_complex_failure(keys[todo[j]], opts);
+          throw;
+        }
         if (outcome == CacheOutcome::kHit) counters_.hits++;
         if (outcome == CacheOutcome::kMiss) counters_.misses++;
         for (size_t g = 0; g < group.size(); ++g) {
@@ -434,6 +440,23 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
   }
   for (size_t i = 0; i < keys.size(); ++i) out[i] = waits[i].get();
   return out;
+}
+
+void Dispatcher::explain_complex_failure(const SpecKey& key, const CompileOptions& opts) const {
+  for (uint32_t i = 0; i < key.size; ++i) {
+    if (key.args[i].kind != ArgKind::kComplex || decl_->params[i].kind != ParamKind::kScalar ||
+        declared_[i].scalar != TypeCode::kUnknown)
+      continue;
+    SpecKey as_real = key;
+    as_real.args[i].kind = ArgKind::kFloat;
+    try {
+      program_->compile({{decl_->name, as_real, options_.template_args}}, opts);
+    } catch (const CompileError&) {
+      continue;  // something else fails too: the compile error stands
+    }
+    fail_param(i, "cannot take a Python complex: for these arguments its type is a real one. "
+                  "Pass a real number, or complex tensors so that it becomes complex.");
+  }
 }
 
 CompiledProgram Dispatcher::compile_detached(const SpecKey& key, CacheOutcome* outcome) const {
@@ -469,6 +492,43 @@ std::shared_ptr<Specialization> Dispatcher::adopt(const SpecKey& key,
   // Compiled (or being compiled) here meanwhile: keep that one. Waiting outside the lock lets
   // the compiling thread finish.
   return existing.get();
+}
+
+std::shared_ptr<Specialization> Dispatcher::adopt_foreign(
+    const SpecKey& key, std::shared_ptr<const CompiledProgram> compiled, const char* origin) {
+  check_key(*decl_, key, origin);
+  auto fail = [&](const std::string& what) {
+    TORCH_CHECK_VALUE(false, "torch_cudajit: ", origin, " of kernel '", decl_->name, "' ", what,
+                      "; it is damaged or belongs to another kernel.");
+  };
+  if (compiled->lowered_names.size() != 1 || compiled->probes.size() != 1 ||
+      compiled->name_expressions.size() != 1 || compiled->probes[0].size() != key.size)
+    fail("does not hold one instantiation with " + std::to_string(key.size) + " parameter(s)");
+  if (compiled->has_cubin ? compiled->cubin.empty() : compiled->ptx.empty())
+    fail("holds no " + std::string(compiled->has_cubin ? "CUBIN" : "PTX"));
+  // sm_XX machine code must be for the key's architecture; compute_XX PTX for it or older.
+  const std::string& t = compiled->target;
+  const bool sm = t.rfind("sm_", 0) == 0, compute = t.rfind("compute_", 0) == 0;
+  const int target_arch = sm ? std::atoi(t.c_str() + 3) : compute ? std::atoi(t.c_str() + 8) : 0;
+  if (target_arch <= 0 || (sm && target_arch != key.arch) || (compute && target_arch > key.arch))
+    fail("was compiled for '" + t + "', not for sm_" + std::to_string(key.arch));
+  const std::string expected =
+      program_->instantiations({{decl_->name, key, options_.template_args}})[0].kernel_expression;
+  if (compiled->name_expressions[0] != expected)
+    fail("instantiates '" + compiled->name_expressions[0] + "', but its key asks for '" +
+         expected + "'");
+  for (uint32_t i = 0; i < key.size; ++i) {
+    const ParamProbe& pr = compiled->probes[0][i];
+    const ArgSig& s = key.args[i];
+    const ParamKind kind = decl_->params[i].kind;
+    const bool array = s.kind == ArgKind::kTensor && (kind == ParamKind::kArray || kind == ParamKind::kAuto);
+    const bool pointer = s.kind == ArgKind::kTensor && kind == ParamKind::kPointer;
+    if ((array && pr.size != (s.rank ? 8u + 16u * s.rank : 8u)) || (pointer && pr.size != sizeof(void*)) ||
+        pr.align == 0 || (pr.align & (pr.align - 1)) != 0 || pr.size > 4096)
+      fail("reports a size of " + std::to_string(pr.size) + " and alignment " +
+           std::to_string(pr.align) + " for parameter '" + decl_->params[i].name + "'");
+  }
+  return adopt(key, std::move(compiled), CacheOutcome::kBypassed);
 }
 
 std::shared_ptr<Specialization> Dispatcher::get(const SpecKey& key) {

@@ -151,6 +151,12 @@ class Dispatcher {
   std::shared_ptr<Specialization> adopt(const SpecKey& key,
                                         std::shared_ptr<const CompiledProgram> compiled,
                                         CacheOutcome outcome);
+  /// adopt() for a compile that crossed a trust boundary (a pickle, a TorchScript archive): the
+  /// key, the compile's shape, its target and its name expression are checked against this
+  /// kernel first. Throws ValueError naming `origin` and what does not match.
+  std::shared_ptr<Specialization> adopt_foreign(const SpecKey& key,
+                                                std::shared_ptr<const CompiledProgram> compiled,
+                                                const char* origin);
   /// All compiled specializations, in compile order.
   std::vector<std::shared_ptr<Specialization>> specializations() const;
 
@@ -178,6 +184,9 @@ class Dispatcher {
   /// Debug mode: waits for the launch and raises KernelAssertionError for a failed check.
   void check_debug_record(CUdeviceptr record, size_t size, CUstream stream);
   [[noreturn]] void fail_param(size_t i, const std::string& what) const;  // TypeError
+  /// After a failed compile: raises TypeError when a Python complex given for a scalar parameter
+  /// of template type is what failed (the type resolved to a real one), and returns otherwise.
+  void explain_complex_failure(const SpecKey& key, const CompileOptions& opts) const;
   [[noreturn]] void fail_value(size_t i, const std::string& what) const;  // ValueError
 
   /// What the declaration fixes about each parameter, computed once so that make_key parses

@@ -2,6 +2,7 @@
 #include "program.h"
 
 #include "cuda_api.h"
+#include "sha256.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -192,9 +193,17 @@ std::string number_lines(const std::string& source) {
 
 Program::Program(std::string source, std::string filename)
     : source_(std::move(source)), filename_(std::move(filename)) {
+  const size_t nul = source_.find('\0');
+  TORCH_CHECK_VALUE(nul == std::string::npos, "torch_cudajit: the source of '", filename_,
+                    "' has a NUL byte at offset ", nul, " (line ",
+                    std::count(source_.begin(), source_.begin() + static_cast<std::ptrdiff_t>(nul), '\n') + 1,
+                    "); NVRTC would read it only up to there. Remove the NUL byte (a source read "
+                    "in binary mode, or a C string buffer passed whole?).");
   kernels_ = reflect_kernels(source_);
   rewritten_ = rewrite_layouts(source_, kernels_);
-
+  Sha256 h;
+  h.field(filename_).field(source_);
+  digest_ = h.hex_digest();
 }
 
 namespace {

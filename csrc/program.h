@@ -80,6 +80,8 @@ class Program {
 
   const std::string& source() const { return source_; }
   const std::string& filename() const { return filename_; }
+  /// SHA-256 (hex) over the file name and the source, computed once.
+  const std::string& digest() const { return digest_; }
   const std::vector<KernelDecl>& kernels() const { return kernels_; }
   /// The kernel with this name; throws c10::ValueError listing the kernels that exist.
   const KernelDecl& kernel(const std::string& name) const;
@@ -106,7 +108,7 @@ class Program {
   void link(nvrtcProgram prog, const std::vector<InstantiationRequest>& requests,
             const CompileOptions& options, CompiledProgram& out) const;
 
-  std::string source_, filename_, rewritten_;
+  std::string source_, filename_, rewritten_, digest_;
   std::vector<KernelDecl> kernels_;
 };
 

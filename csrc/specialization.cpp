@@ -80,6 +80,35 @@ TypeCode type_code_of(const std::string& cpp_type) {
   return it == names.end() ? TypeCode::kUnknown : it->second;
 }
 
+void check_key(const KernelDecl& decl, const SpecKey& key, const char* origin) {
+  TORCH_CHECK_VALUE(key.arch >= 30 && key.arch < 1000, "torch_cudajit: ", origin, " of kernel '",
+                    decl.name, "' targets compute capability ", key.arch,
+                    ", which is not one (expected e.g. 90 for sm_90); it is damaged.");
+  TORCH_CHECK_VALUE(key.size == decl.params.size(), "torch_cudajit: ", origin, " of kernel '",
+                    decl.name, "' has ", key.size, " parameter(s), but the kernel has ",
+                    decl.params.size(), "; it belongs to another kernel or is damaged.");
+  for (uint32_t i = 0; i < key.size; ++i) {
+    const ArgSig& s = key.args[i];
+    const auto kind = static_cast<unsigned>(s.kind);
+    const auto code = static_cast<int>(s.dtype);
+    auto fail = [&](const std::string& what) {
+      TORCH_CHECK_VALUE(false, "torch_cudajit: ", origin, " of kernel '", decl.name,
+                        "' is damaged: parameter '", decl.params[i].name, "' has ", what, ".");
+    };
+    if (kind < static_cast<unsigned>(ArgKind::kTensor) || kind > static_cast<unsigned>(ArgKind::kBytes))
+      fail("argument kind " + std::to_string(kind) + " (expected 1 to 6)");
+    if (code < static_cast<int>(TypeCode::kPointer) || code > static_cast<int>(TypeCode::kComplexDouble))
+      fail("dtype code " + std::to_string(code));
+    if (s.kind == ArgKind::kTensor) {
+      if (code < 0) fail("a tensor of dtype code " + std::to_string(code));
+      if (s.rank > 16) fail("rank " + std::to_string(s.rank) + " (at most 16)");
+      if ((s.flags & ~kContiguousFlag) != 0) fail("layout flags " + std::to_string(s.flags));
+    } else if (s.rank != 0 || s.flags != 0 || s.dtype != TypeCode::kUnknown) {
+      fail("a dtype, rank or layout flags on a non-tensor argument");
+    }
+  }
+}
+
 std::string argument_cpp_type(const Param& p, const ArgSig& s) {
   switch (s.kind) {
     case ArgKind::kInt: return "long long";

@@ -88,6 +88,11 @@ struct ParamProbe {
   uint32_t align = 0;
 };
 
+/// Checks a key that did not come from make_key (a pickle, a TorchScript archive): as many
+/// ArgSigs as `decl` has parameters, each kind, dtype code, rank and flag bit one that make_key
+/// produces, and a plausible architecture. Throws ValueError naming the bad field and `origin`.
+void check_key(const KernelDecl& decl, const SpecKey& key, const char* origin);
+
 /// The declaration-side C++ type of an argument for the deduction helper.
 std::string argument_cpp_type(const Param& param, const ArgSig& sig);
 /// A readable signature, e.g. "(Array<float32, 2, contiguous>, Array<const float32, 1>, float)".

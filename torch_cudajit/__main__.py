@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 
@@ -16,7 +17,10 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 1000000, 512M or 4G)")
     if value < 0:
         raise argparse.ArgumentTypeError(f"size must be >= 0, got {text!r}")
-    return int(value * units[unit])
+    size = value * units[unit]
+    if not math.isfinite(size) or size >= 1 << 63:
+        raise argparse.ArgumentTypeError(f"size {text!r} is too large (at most 2**63-1 bytes, e.g. 4G)")
+    return int(size)
 
 
 def _human(n: int) -> str:

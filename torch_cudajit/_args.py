@@ -16,6 +16,9 @@ def stream_handle(stream):
     if isinstance(stream, bool):
         raise TypeError(f"stream must be a torch.cuda.Stream, a raw handle (int) or None, got {stream!r}")
     if isinstance(stream, int):
+        if not 0 <= stream < 1 << 64:
+            raise ValueError(f"stream must be a raw CUstream handle (an int from 0 to 2**64-1), "
+                             f"a torch.cuda.Stream or None, got {stream}")
         return stream
     for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream / torch.cuda.ExternalStream, CuPy
         if hasattr(stream, attr):

@@ -2,8 +2,10 @@
 ``kernel[grid, block, stream, shared_mem](*args)``, as numba-cuda's CUDA dispatcher does."""
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -471,11 +473,10 @@ class Kernel(_Launch):
         self._params = tuple(Parameter(**p) for p in params)
         # The kernel's TorchScript object (torch.classes.cudajit.Kernel) owns the dispatcher:
         # eager launches, torch.compile graphs and scripted modules share compiled code.
-        self._script_object = torch.classes.cudajit.Kernel(
-            program.source, name, list(options["options"]), options["std"], options["debug"],
+        self._script_object = _C.kernel_object(
+            program, name, list(options["options"]), options["std"], options["debug"],
             options["lineinfo"], options["template_args"], options.get("cache", True),
-            list(options.get("link", ())), program.filename,
-            {None: -1, False: 0, True: 1}[options.get("cooperative")])
+            list(options.get("link", ())), {None: -1, False: 0, True: 1}[options.get("cooperative")])
         self._occupancy_warned: set = set()
         self._core = _C.dispatcher_of(self._script_object)
         for ext in extensions:
@@ -626,7 +627,8 @@ class Kernel(_Launch):
     def __reduce__(self):
         # Source and options, plus every compiled specialization, so that a new process of the
         # same architecture launches without compiling.
-        compiled = [(s.key_bytes, s.serialized) for s in self._core.specializations()]
+        compiled = [(s.key_bytes, s.serialized, hashlib.sha256(s.serialized).hexdigest())
+                    for s in self._core.specializations()]
         return (_rebuild_kernel, (_PICKLE_VERSION, self._program.source, self._program.filename,
                                   self._name, self._options, self._extensions, compiled))
 
@@ -718,14 +720,19 @@ class KernelModule:
 
 #: Layout of pickled specializations (keys and compiled code); older or newer pickles still
 #: unpickle, but their specializations are compiled again instead of trusted.
-_PICKLE_VERSION = 1
+_PICKLE_VERSION = 2
 
 
 def _rebuild_kernel(version, source, filename, name, options, extensions, compiled):
     kernel = Kernel(_C.Program(source, filename), name, options, extensions)
     if version == _PICKLE_VERSION:
-        for key, data in compiled:
-            kernel._core.adopt_key(key, data)
+        for key, data, digest in compiled:
+            # Each specialization is checked against the kernel (key, target, instantiation,
+            # checksum); one that does not match is dropped and compiles again when launched.
+            try:
+                kernel._core.adopt_key(key, data, digest)
+            except ValueError as e:
+                warnings.warn(f"{e} It is compiled again when launched.", RuntimeWarning, stacklevel=2)
     return kernel
 
 

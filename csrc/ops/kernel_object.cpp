@@ -21,15 +21,14 @@ std::array<int64_t, 3> dims3(c10::IntArrayRef v, const char* what, const std::st
 
 }  // namespace
 
-KernelObject::KernelObject(std::string source, std::string name, std::vector<std::string> options,
-                           std::string std, bool debug, bool lineinfo, std::string template_args,
-                           bool cache, std::vector<std::string> link, std::string filename,
-                           int64_t cooperative)
-    : source_(std::move(source)),
+KernelObject::KernelObject(std::shared_ptr<const Program> program, std::string name,
+                           std::vector<std::string> options, std::string std, bool debug,
+                           bool lineinfo, std::string template_args, bool cache,
+                           std::vector<std::string> link, int64_t cooperative)
+    : program_(std::move(program)),
       name_(std::move(name)),
       std_(std::move(std)),
       template_args_(std::move(template_args)),
-      filename_(std::move(filename)),
       options_(std::move(options)),
       link_(std::move(link)),
       debug_(debug),
@@ -45,7 +44,7 @@ KernelObject::KernelObject(std::string source, std::string name, std::vector<std
   o.cache = cache_;
   o.compile.link = link_;
   o.cooperative = static_cast<int>(cooperative_);
-  dispatcher_ = std::make_shared<Dispatcher>(std::make_shared<const Program>(source_, filename_), name_, o);
+  dispatcher_ = std::make_shared<Dispatcher>(program_, name_, o);
   for (const Param& p : dispatcher_->decl().params) {
     if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer)
       roles_.push_back(p.is_const ? OpRole::kInput : OpRole::kOutput);
@@ -53,7 +52,8 @@ KernelObject::KernelObject(std::string source, std::string name, std::vector<std
       roles_.push_back(OpRole::kScalar);  // kScalar, and kAuto (numbers only on this path)
   }
   Sha256 h;
-  h.field(source_).field(name_).field(std_).field(template_args_).field(filename_);
+  // The program's digest stands for its source and file name (hashed once per program).
+  h.field(program_->digest()).field(name_).field(std_).field(template_args_);
   h.field(debug_ ? "debug" : "").field(lineinfo_ ? "lineinfo" : "");
   h.field(std::to_string(cooperative_));
   for (const auto& opt : options_) h.field(opt);
@@ -61,14 +61,22 @@ KernelObject::KernelObject(std::string source, std::string name, std::vector<std
   fingerprint_ = h.hex_digest().substr(0, 16);
 }
 
+KernelObject::KernelObject(std::string source, std::string name, std::vector<std::string> options,
+                           std::string std, bool debug, bool lineinfo, std::string template_args,
+                           bool cache, std::vector<std::string> link, std::string filename,
+                           int64_t cooperative)
+    : KernelObject(std::make_shared<const Program>(std::move(source), std::move(filename)),
+                   std::move(name), std::move(options), std::move(std), debug, lineinfo,
+                   std::move(template_args), cache, std::move(link), cooperative) {}
+
 KernelObject::KernelObject(const State& s)
     : KernelObject(std::get<0>(s), std::get<1>(s), std::get<2>(s), std::get<3>(s), std::get<4>(s),
                    std::get<5>(s), std::get<6>(s), std::get<7>(s), std::get<8>(s),
                    std::get<9>(s), std::get<10>(s)) {}
 
 KernelObject::State KernelObject::state() const {
-  return State(source_, name_, options_, std_, debug_, lineinfo_, template_args_, cache_, link_,
-               filename_, cooperative_);
+  return State(program_->source(), name_, options_, std_, debug_, lineinfo_, template_args_,
+               cache_, link_, program_->filename(), cooperative_);
 }
 
 void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,

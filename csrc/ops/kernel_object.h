@@ -34,6 +34,12 @@ class KernelObject : public torch::CustomClassHolder {
   using State = std::tuple<std::string, std::string, std::vector<std::string>, std::string, bool,
                            bool, std::string, bool, std::vector<std::string>, std::string, int64_t>;
 
+  /// A kernel of a reflected program, shared with the other kernels of the same source: a
+  /// module of N kernels reflects its source once.
+  KernelObject(std::shared_ptr<const Program> program, std::string name,
+               std::vector<std::string> options, std::string std, bool debug, bool lineinfo,
+               std::string template_args, bool cache, std::vector<std::string> link,
+               int64_t cooperative);
   KernelObject(std::string source, std::string name, std::vector<std::string> options,
                std::string std, bool debug, bool lineinfo, std::string template_args,
                bool cache, std::vector<std::string> link, std::string filename,
@@ -42,7 +48,7 @@ class KernelObject : public torch::CustomClassHolder {
 
   State state() const;
   const std::string& name() const { return name_; }
-  const std::string& source() const { return source_; }
+  const std::string& source() const { return program_->source(); }
   /// 16 hex characters of SHA-256 over the state: equal kernels have equal fingerprints.
   const std::string& fingerprint() const { return fingerprint_; }
   /// The role of each parameter, in declaration order.
@@ -57,7 +63,8 @@ class KernelObject : public torch::CustomClassHolder {
               c10::IntArrayRef block, int64_t shared_mem);
 
  private:
-  std::string source_, name_, std_, template_args_, filename_;
+  std::shared_ptr<const Program> program_;
+  std::string name_, std_, template_args_;
   std::vector<std::string> options_, link_;
   bool debug_ = false, lineinfo_ = false, cache_ = true;
   int64_t cooperative_ = -1;

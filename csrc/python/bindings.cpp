@@ -18,6 +18,7 @@
 #include <c10/util/SmallVector.h>
 #include "../dispatcher.h"
 #include "../program.h"
+#include "../sha256.h"
 
 namespace py = pybind11;
 using namespace torch_cudajit;
@@ -182,25 +183,64 @@ struct Launcher {
   }
 };
 
+// One grid or block extent: an int (not a bool) that fits in 64 bits; the device's limits are
+// checked at launch.
+int64_t dim_value(const py::handle& v, const char* what) {
+  TORCH_CHECK_TYPE(!PyBool_Check(v.ptr()), "torch_cudajit: ", what, " must be ints, got the bool ",
+                   std::string(py::repr(v)), "; write 1 for a single block or thread.");
+  TORCH_CHECK_TYPE(PyLong_Check(v.ptr()), "torch_cudajit: ", what, " must contain ints, got ",
+                   std::string(py::str(py::type::of(v))));
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  TORCH_CHECK_VALUE(overflow == 0, "torch_cudajit: ", what, " extent ", std::string(py::repr(v)),
+                    " does not fit in 64 bits; CUDA allows at most 2**31-1 blocks in x and 65535 "
+                    "in y and z, and 1024 threads per block.");
+  return x;
+}
+
 std::array<int64_t, 3> dims(const py::handle& h, const char* what) {
   std::array<int64_t, 3> d{1, 1, 1};
-  if (py::isinstance<py::int_>(h)) {
-    d[0] = h.cast<int64_t>();
+  if (PyLong_Check(h.ptr())) {
+    d[0] = dim_value(h, what);
     return d;
   }
   if (py::isinstance<py::tuple>(h) || py::isinstance<py::list>(h)) {
     auto seq = h.cast<py::sequence>();
     TORCH_CHECK_VALUE(seq.size() >= 1 && seq.size() <= 3, "torch_cudajit: ", what,
                       " must be an int or a tuple of 1 to 3 ints, got ", seq.size(), " values");
-    for (size_t i = 0; i < seq.size(); ++i) {
-      TORCH_CHECK_TYPE(py::isinstance<py::int_>(seq[i]), "torch_cudajit: ", what,
-                       " must contain ints, got ", std::string(py::str(py::type::of(seq[i]))));
-      d[i] = seq[i].cast<int64_t>();
-    }
+    for (size_t i = 0; i < seq.size(); ++i) d[i] = dim_value(seq[i], what);
     return d;
   }
   TORCH_CHECK_TYPE(false, "torch_cudajit: ", what, " must be an int or a tuple of up to 3 ints, got ",
                    std::string(py::str(py::type::of(h))));
+}
+
+// A raw stream handle from Python (torch_cudajit._args.stream_handle made it an int >= 0). Any
+// handle but the special ones (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is asked of the driver
+// once here, when the launch is configured, so that a stale or garbage handle raises ValueError
+// instead of crashing the launch.
+CUstream checked_stream(const py::object& stream) {
+  int overflow = 0;
+  const unsigned long long h = PyLong_AsUnsignedLongLong(stream.ptr());
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    overflow = 1;
+  }
+  TORCH_CHECK_VALUE(overflow == 0, "torch_cudajit: stream handle ", std::string(py::repr(stream)),
+                    " is not a CUstream (an int from 0 to 2**64-1).");
+  CUstream s = reinterpret_cast<CUstream>(static_cast<uintptr_t>(h));
+  if (h <= 2 || !torch_cudajit::detail::driver_available()) return s;
+  CUcontext ctx = nullptr;
+  const CUresult r = torch_cudajit::detail::driver().cuStreamGetCtx(s, &ctx);
+  if (r != CUDA_SUCCESS) {
+    const char* name = "?";
+    torch_cudajit::detail::driver().cuGetErrorName(r, &name);
+    TORCH_CHECK_VALUE(false, "torch_cudajit: stream handle ", h, " (0x", std::hex, h,
+                      ") is not a live CUDA stream of this process (cuStreamGetCtx: ", name,
+                      "). Pass a torch.cuda.Stream, its .cuda_stream, or None for the current "
+                      "stream.");
+  }
+  return s;
 }
 
 // Issues the launcher's pending warning once (LowOccupancyWarning); None, or NULL on error.
@@ -333,11 +373,13 @@ py::bytes key_bytes(const SpecKey& k) {
 
 SpecKey key_from_bytes(const std::string& b) {
   SpecKey k;
-  TORCH_CHECK_VALUE(b.size() >= 8, "torch_cudajit: a pickled specialization key is damaged");
+  TORCH_CHECK_VALUE(b.size() >= 8, "torch_cudajit: a pickled specialization key of ", b.size(),
+                    " bytes is damaged (expected 8 + 4 per parameter).");
   std::memcpy(&k.arch, &b[0], 4);
   std::memcpy(&k.size, &b[4], 4);
   TORCH_CHECK_VALUE(k.size <= kMaxParams && b.size() == 8 + 4 * size_t(k.size),
-                    "torch_cudajit: a pickled specialization key is damaged");
+                    "torch_cudajit: a pickled specialization key claims ", k.size,
+                    " parameter(s) in ", b.size(), " bytes; it is damaged.");
   std::memcpy(k.args.data(), &b[8], 4 * k.size);
   return k;
 }
@@ -441,6 +483,18 @@ PYBIND11_MODULE(_C, m) {
     return v.toCustomClass<KernelObject>()->dispatcher_ptr();
   });
 
+  // The TorchScript object of one kernel of an already reflected program (shared, not copied).
+  m.def("kernel_object", [](std::shared_ptr<Program> program, std::string name,
+                            std::vector<std::string> options, std::string std, bool debug,
+                            bool lineinfo, std::string template_args, bool cache,
+                            std::vector<std::string> link, int64_t cooperative) {
+    auto obj = c10::make_intrusive<KernelObject>(std::move(program), std::move(name),
+                                                 std::move(options), std::move(std), debug,
+                                                 lineinfo, std::move(template_args), cache,
+                                                 std::move(link), cooperative);
+    return torch::jit::toPyObject(c10::IValue(std::move(obj)));
+  });
+
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
       .def(py::init<std::string, std::string>(), py::arg("source"), py::arg("filename") = "kernel.cu")
       .def_property_readonly("source", &Program::source)
@@ -528,15 +582,22 @@ PYBIND11_MODULE(_C, m) {
            }, py::arg("args"), py::arg("arch") = 0)
       .def("specializations", &Dispatcher::specializations)
       .def_property_readonly("cooperative", &Dispatcher::cooperative)
-      .def("adopt_key", [](Dispatcher& d, py::bytes key, py::bytes data) {
-             auto compiled = deserialize_compiled("pickle", std::string(data));
-             TORCH_CHECK_VALUE(compiled.has_value(), "torch_cudajit: a pickled kernel of '",
-                               d.decl().name, "' holds a damaged compile");
-             return d.adopt(key_from_bytes(key), std::make_shared<const CompiledProgram>(std::move(*compiled)),
-                            CacheOutcome::kBypassed);
-           })
+      .def("adopt_key", [](Dispatcher& d, py::bytes key, py::bytes data, const std::string& digest) {
+             const std::string bytes = data;
+             TORCH_CHECK_VALUE(sha256_hex(bytes) == digest, "torch_cudajit: a pickled "
+                               "specialization of kernel '", d.decl().name, "' does not match "
+                               "its recorded SHA-256; it is damaged.");
+             auto compiled = deserialize_compiled("pickle", bytes);
+             TORCH_CHECK_VALUE(compiled.has_value(), "torch_cudajit: a pickled specialization "
+                               "of kernel '", d.decl().name, "' holds a damaged compile.");
+             return d.adopt_foreign(key_from_bytes(key),
+                                    std::make_shared<const CompiledProgram>(std::move(*compiled)),
+                                    "a pickled specialization");
+           }, py::arg("key"), py::arg("data"), py::arg("digest"))
       .def("lookup_key", [](Dispatcher& d, py::bytes key) {
-             return get_or_compile(d, key_from_bytes(key));
+             const SpecKey k = key_from_bytes(key);
+             check_key(d.decl(), k, "a pickled specialized kernel");
+             return get_or_compile(d, k);
            })
       .def("resources", [](Dispatcher& d, std::shared_ptr<Specialization> spec, int device) {
              KernelResources r = d.resources(*spec, device);
@@ -570,7 +631,7 @@ PYBIND11_MODULE(_C, m) {
              l->config.shared_mem = shared_mem;
              if (!stream.is_none()) {
                l->config.has_stream = true;
-               l->config.stream = reinterpret_cast<CUstream>(stream.cast<uintptr_t>());
+               l->config.stream = checked_stream(stream);
              }
              l->fixed = std::move(fixed);
              l->fallback = std::move(fallback);

@@ -36,6 +36,15 @@ if(_cj_std)
   set(_cj_features cxx_std_${_cj_std})
 endif()
 
+# A pip-installed torch finds its CUDA libraries in NVIDIA's wheels through its own run path, which
+# the linker does not follow for an executable's indirect dependencies (a system NCCL of another
+# version would be taken instead).
+set(_cj_link_options "LINKER:--no-as-needed")
+file(GLOB _cj_wheel_dirs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
+foreach(_cj_dir IN LISTS _cj_wheel_dirs)
+  list(APPEND _cj_link_options "LINKER:-rpath-link,${_cj_dir}")
+endforeach()
+
 if(NOT TARGET torch_cudajit::torch_cudajit)
   add_library(torch_cudajit::torch_cudajit SHARED IMPORTED)
   set_target_properties(torch_cudajit::torch_cudajit PROPERTIES
@@ -43,7 +52,7 @@ if(NOT TARGET torch_cudajit::torch_cudajit)
     IMPORTED_SONAME "libtorch_cudajit.so"
     INTERFACE_INCLUDE_DIRECTORIES "${_cj_package_dir}/cxx;${_cj_cuda_includes}"
     INTERFACE_LINK_LIBRARIES "${TORCH_LIBRARIES}"
-    INTERFACE_LINK_OPTIONS "LINKER:--no-as-needed"
+    INTERFACE_LINK_OPTIONS "${_cj_link_options}"
     INTERFACE_COMPILE_FEATURES "${_cj_features}")
 endif()
 set(torch_cudajit_INCLUDE_DIRS "${_cj_package_dir}/cxx")
@@ -52,3 +61,5 @@ unset(_cj_library)
 unset(_cj_cuda_includes)
 unset(_cj_std)
 unset(_cj_features)
+unset(_cj_link_options)
+unset(_cj_wheel_dirs)

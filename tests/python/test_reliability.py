@@ -1,0 +1,326 @@
+"""Regression tests for what adversarial use found: the cache key follows every header the
+compiler reads (or the disk cache is skipped), option order that changes the code changes the
+key, nothing named like a cache file can hang a compile, existing folders are never chmod'ed,
+crafted pickles raise or recompile instead of crashing, jit is linear in the number of kernels,
+and bad launch configurations and sizes raise TypeError/ValueError naming the value.
+Everything here compiles for sm_90 on CPU; GPU-only checks live in test_reliability_gpu.py."""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+
+import pytest
+import torch
+
+import torch_cudajit as cj
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SCALE = r"""
+template <typename T>
+__global__ void scale(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
+  long long i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < x.size(0)) out[i] = a * x[i];
+}
+"""
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    before = cj.cache.settings()
+    folder = tmp_path / "cache"
+    cj.cache.configure(dir=folder, enabled=True, max_bytes=1 << 30)
+    yield folder
+    cj.cache.configure(dir=before["dir"], enabled=before["enabled"], max_bytes=before["max_bytes"])
+
+
+def meta(n=8, dtype=torch.float32):
+    return torch.empty(n, device="meta", dtype=dtype)
+
+
+def compile_value_kernel(src, **options):
+    """Compiles a kernel that stores a compile-time value V; returns (kernel, ptx)."""
+    k = cj.jit(src, **options)
+    c = k.compile(meta(4), arch="sm_90")
+    return k, c.ptx
+
+
+# -- 1. the key follows what the compiler reads --------------------------------------------------
+
+VALUE_KERNEL = "__global__ void k(float* out) { out[threadIdx.x] = V; }\n"
+
+
+@pytest.mark.parametrize("include", [
+    '#include /* a comment */ "v.h"\n',
+    '#include \\\n  "v.h"\n',
+    '# /* directive split */ include "v.h" // trailing\n',
+], ids=["comment", "continued", "spaced"])
+def test_header_edit_misses_whatever_the_include_spelling(cache_dir, tmp_path, include):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "v.h").write_text("#define V 3.0f\n")
+    src = include + VALUE_KERNEL
+    k1, ptx1 = compile_value_kernel(src, include_dirs=[str(inc)])
+    assert (k1.cache_hits, k1.cache_misses) == (0, 1)
+    (inc / "v.h").write_text("#define V 5.0f\n")
+    k2, ptx2 = compile_value_kernel(src, include_dirs=[str(inc)])
+    assert (k2.cache_hits, k2.cache_misses) == (0, 1)
+    assert ptx2 != ptx1
+
+
+def test_pre_included_header_is_in_the_key(cache_dir, tmp_path):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "v.h").write_text("#define V 3.0f\n")
+    opts = dict(include_dirs=[str(inc)], options=["--pre-include=v.h"])
+    k1, ptx1 = compile_value_kernel(VALUE_KERNEL, **opts)
+    k1b, _ = compile_value_kernel(VALUE_KERNEL, **opts)
+    assert (k1b.cache_hits, k1b.cache_misses) == (1, 0)
+    (inc / "v.h").write_text("#define V 5.0f\n")
+    k2, ptx2 = compile_value_kernel(VALUE_KERNEL, **opts)
+    assert (k2.cache_hits, k2.cache_misses) == (0, 1)
+    assert ptx2 != ptx1
+
+
+@pytest.mark.parametrize("source", [
+    '#include HDR\n' + VALUE_KERNEL,
+    '#if __has_include("v.h")\n#include "v.h"\n#endif\n' + VALUE_KERNEL,
+], ids=["macro", "has_include"])
+def test_unresolvable_include_skips_the_disk_cache_with_one_warning(cache_dir, tmp_path, source):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "v.h").write_text("#define V 3.0f\n")
+    opts = dict(include_dirs=[str(inc)], defines={"HDR": '"v.h"'})
+    directive = source.splitlines()[0]
+    with pytest.warns(UserWarning, match=f"kernel 'k': `{re.escape(directive)}` names a header through a macro"
+                                         ".* compiles without the disk cache"):
+        k1, ptx1 = compile_value_kernel(source, **opts)
+    assert (k1.cache_hits, k1.cache_misses) == (0, 0)
+    assert not [p for p in cache_dir.iterdir() if p.suffix == ".cj"] if cache_dir.exists() else True
+    (inc / "v.h").write_text("#define V 5.0f\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the warning came once per process
+        k2, ptx2 = compile_value_kernel(source, **opts)
+    assert ptx2 != ptx1  # the edit is seen: nothing stale was served
+
+
+def test_define_order_of_one_macro_is_in_the_key(cache_dir):
+    src = VALUE_KERNEL
+    _, ptx_12 = compile_value_kernel(src, options=["-DV=1.0f", "-DV=2.0f"])
+    k, ptx_21 = compile_value_kernel(src, options=["-DV=2.0f", "-DV=1.0f"])
+    assert (k.cache_hits, k.cache_misses) == (0, 1)
+    assert ptx_12 != ptx_21
+    k, _ = compile_value_kernel(src, options=["-DV=2.0f", "-UV", "-DV=1.0f"])
+    assert (k.cache_hits, k.cache_misses) == (0, 1)
+    # Different macros commute: their order does not split the cache.
+    _, _ = compile_value_kernel(src, options=["-DV=1.0f", "-DW=2"])
+    k, _ = compile_value_kernel(src, options=["-DW=2", "-DV=1.0f"])
+    assert (k.cache_hits, k.cache_misses) == (1, 0)
+
+
+# -- 3. no hang ------------------------------------------------------------------------------
+
+
+def _entry_names(cache_dir):
+    return sorted(p.name for p in cache_dir.iterdir() if p.suffix == ".cj")
+
+
+def test_fifo_named_like_an_entry_does_not_hang(cache_dir):
+    k, _ = compile_value_kernel("#define V 1.0f\n" + VALUE_KERNEL)
+    (name,) = _entry_names(cache_dir)
+    entry = cache_dir / name
+    entry.unlink()
+    os.mkfifo(entry)
+    lock = cache_dir / (name[:-3] + ".lock")
+    if lock.exists():
+        lock.unlink()
+    os.mkfifo(lock)
+    done = []
+    t = threading.Thread(target=lambda: done.append(compile_value_kernel("#define V 1.0f\n" + VALUE_KERNEL)),
+                         daemon=True)
+    t.start()
+    t.join(timeout=120)
+    assert done, "a compile blocked on a FIFO in the cache folder"
+    assert stat.S_ISFIFO(os.lstat(entry).st_mode) or entry.is_file()
+
+
+# -- 5. permissions ----------------------------------------------------------------------------
+
+
+def test_existing_folder_is_never_chmoded(tmp_path):
+    before = cj.cache.settings()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # like /tmp
+    readable = tmp_path / "readable"
+    readable.mkdir()
+    os.chmod(readable, 0o755)
+    try:
+        cj.cache.configure(dir=shared, enabled=True)
+        with pytest.warns(UserWarning, match=r"can be written by other users \(mode 1777\)"):
+            k, _ = compile_value_kernel("#define V 7.0f\n" + VALUE_KERNEL)
+        assert (k.cache_hits, k.cache_misses) == (0, 0)
+        assert stat.S_IMODE(os.stat(shared).st_mode) == 0o1777
+        assert list(shared.iterdir()) == []
+        cj.cache.configure(dir=readable, enabled=True)
+        k, _ = compile_value_kernel("#define V 8.0f\n" + VALUE_KERNEL)
+        assert (k.cache_hits, k.cache_misses) == (0, 1)
+        assert stat.S_IMODE(os.stat(readable).st_mode) == 0o755
+    finally:
+        cj.cache.configure(dir=before["dir"], enabled=before["enabled"], max_bytes=before["max_bytes"])
+
+
+def test_created_folder_is_private(tmp_path):
+    before = cj.cache.settings()
+    try:
+        cj.cache.configure(dir=tmp_path / "new" / "cache", enabled=True)
+        compile_value_kernel("#define V 9.0f\n" + VALUE_KERNEL)
+        assert stat.S_IMODE(os.stat(tmp_path / "new" / "cache").st_mode) == 0o700
+    finally:
+        cj.cache.configure(dir=before["dir"], enabled=before["enabled"], max_bytes=before["max_bytes"])
+
+
+# -- 4. crafted pickles ----------------------------------------------------------------------
+
+
+def _pickled_scale():
+    k = cj.jit(SCALE)
+    k.compile(meta(), meta(), 2.0, arch="sm_90")
+    reducer, args = k.__reduce__()
+    return reducer, list(args)
+
+
+def _rebuild_with(mutate):
+    reducer, args = _pickled_scale()
+    (key, data, digest), = args[-1]
+    args[-1] = [mutate(bytearray(key), bytearray(data), digest)]
+    return reducer(*args)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda k, d, h: (bytes(k[:4]) + (200).to_bytes(4, "little") + bytes(k[8:]), bytes(d), h),
+     "claims 200 parameter"),
+    (lambda k, d, h: (bytes(k[:4]) + (4).to_bytes(4, "little") + bytes(k[8:]) + bytes(4), bytes(d), h),
+     "has 4 parameter.*the kernel has 3"),
+    (lambda k, d, h: (bytes(k[:8]) + bytes([9]) + bytes(k[9:]), bytes(d), h),
+     "parameter 'out' has argument kind 9"),
+    (lambda k, d, h: (bytes(k[:9]) + bytes([77]) + bytes(k[10:]), bytes(d), h),
+     "parameter 'out' has dtype code 77"),
+    (lambda k, d, h: ((80).to_bytes(4, "little") + bytes(k[4:]), bytes(d), h),
+     "was compiled for 'sm_90', not for sm_80"),
+    (lambda k, d, h: (bytes(k), bytes(d[:-1]) + bytes([d[-1] ^ 1]), h),
+     "does not match its recorded SHA-256"),
+    (lambda k, d, h: (bytes(k), bytes(d), "0" * 64),
+     "does not match its recorded SHA-256"),
+], ids=["too-many-params", "more-params-than-kernel", "bad-kind", "bad-dtype", "other-arch",
+        "flipped-byte", "wrong-digest"])
+def test_crafted_pickle_warns_and_recompiles(mutate, message):
+    with pytest.warns(RuntimeWarning, match=message):
+        kernel = _rebuild_with(mutate)
+    assert kernel.signatures == []  # nothing adopted; the kernel compiles again when launched
+    c = kernel.compile(meta(), meta(), 2.0, arch="sm_90")
+    assert c.cubin
+
+
+def test_pickle_from_another_kernel_is_not_adopted():
+    reducer, args = _pickled_scale()
+    other = SCALE.replace("a * x[i]", "a + x[i]")
+    args[1] = other  # the same key layout, another source: the instantiation still matches
+    kernel = reducer(*args)
+    assert kernel.signatures  # adopting is about shape, not about trusting the code: see README
+    args[3] = "scale"
+    args[1] = SCALE.replace("T a)", "T a, int extra)")
+    with pytest.warns(RuntimeWarning, match="has 3 parameter.*the kernel has 4"):
+        kernel = reducer(*args)
+    assert kernel.signatures == []
+
+
+def test_pickle_round_trip_still_adopts():
+    reducer, args = _pickled_scale()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernel = reducer(*args)
+    assert len(kernel.signatures) == 1
+    assert pickle.loads(pickle.dumps(kernel)).signatures == kernel.signatures
+
+
+def test_weights_only_load_refuses_kernel_pickles(tmp_path):
+    k = cj.jit(SCALE)
+    path = tmp_path / "k.pt"
+    torch.save({"kernel": k}, path)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        torch.load(path, weights_only=True)
+
+
+# -- 6. linear-time jit ----------------------------------------------------------------------
+
+
+def test_many_kernels_are_read_once(monkeypatch):
+    """cj.jit of a module reflects the source once, not once per kernel."""
+    n = 200
+    src = "\n".join(f"__global__ void k{i}(float* o) {{ o[{i}] = {i}.0f; }}" for i in range(n))
+    calls = []
+    real = cj._C.Program
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *a, **kw):
+            calls.append(1)
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(cj._C, "Program", Counting)
+    mod = cj.jit(src)
+    assert len(mod.names) == n
+    assert len(calls) <= 1
+    assert mod.k199.compile(meta(), arch="sm_90").cubin
+
+
+# -- 7. errors that name the bad value -------------------------------------------------------
+
+
+@pytest.mark.parametrize("config, error, message", [
+    ((2 ** 70, 1), ValueError, r"grid extent 1180591620717411303424 does not fit in 64 bits"),
+    (((1, 2 ** 70), 1), ValueError, r"grid extent 1180591620717411303424"),
+    ((1, 2 ** 64), ValueError, r"block extent 18446744073709551616"),
+    ((True, 1), TypeError, r"grid must be ints, got the bool True"),
+    ((1, (32, False)), TypeError, r"block must be ints, got the bool False"),
+    ((1, 1, -1), ValueError, r"stream must be a raw CUstream handle .* got -1"),
+    ((1, 1, 2 ** 64), ValueError, r"stream must be a raw CUstream handle .* got 18446744073709551616"),
+    ((1.5, 1), TypeError, r"grid must be an int or a tuple"),
+], ids=["huge-grid", "huge-grid-y", "huge-block", "bool-grid", "bool-block", "negative-stream",
+        "huge-stream", "float-grid"])
+def test_bad_launch_configuration_names_the_value(config, error, message):
+    k = cj.jit(SCALE)
+    with pytest.raises(error, match=message):
+        k[config]
+
+
+@pytest.mark.parametrize("size", ["1e400", "inf", "nan", "99999999999T"])
+def test_cli_rejects_sizes_that_do_not_fit(tmp_path, size):
+    env = dict(os.environ, TORCH_CUDAJIT_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-m", "torch_cudajit", "cache", "prune", "--max-bytes", size],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert f"{size!r}" in r.stderr and ("too large" in r.stderr or "not a size" in r.stderr)
+
+
+def test_complex_scalar_for_a_real_parameter_is_a_type_error():
+    k = cj.jit("__global__ void k(float* out, float a) { out[0] = a; }")
+    with pytest.raises(TypeError, match=r"parameter 'a' \(float\) of kernel 'k' cannot take a Python complex"):
+        k.compile(meta(), 1 + 2j, arch="sm_90")
+    t = cj.jit(SCALE)
+    with pytest.raises(TypeError, match=r"parameter 'a' \(T\) of kernel 'scale' .*complex"):
+        t.compile(meta(), meta(), 1 + 2j, arch="sm_90")
+
+
+def test_nul_byte_in_source_is_a_value_error():
+    with pytest.raises(ValueError, match=r"NUL byte at offset 6"):
+        cj.jit("__glob\0al__ void k() {}")
