@@ -151,9 +151,10 @@ LoadedKernel& Specialization::loaded() {
     auto library = std::make_shared<LoadedLibrary>(compiled);
     loaded_ = std::make_shared<LoadedKernel>(library, lowered_name);
     // The driver's view of the parameter list must match the plugin's packing.
-    std::vector<size_t> sizes = loaded_->driver_param_sizes();
-    if (sizes.size() == slots.size())
-      for (size_t i = 0; i < sizes.size(); ++i)
+    std::vector<size_t> sizes = loaded_->driver_param_sizes(slots.size());
+    TORCH_INTERNAL_ASSERT(sizes.size() == slots.size(), lowered_name, " has ", sizes.size(),
+                          " parameter(s) for the driver, ", slots.size(), " packed");
+    for (size_t i = 0; i < sizes.size(); ++i)
         TORCH_INTERNAL_ASSERT(sizes[i] == slots[i].size, "parameter ", i, " of ", lowered_name,
                               ": driver size ", sizes[i], " != packed size ", slots[i].size);
   });

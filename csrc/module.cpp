@@ -115,11 +115,13 @@ int LoadedKernel::forall_block(int device) {
   return s.forall_block;
 }
 
-std::vector<size_t> LoadedKernel::driver_param_sizes() const {
+std::vector<size_t> LoadedKernel::driver_param_sizes(size_t count) const {
   CUfunction f;
   CJ_CHECK(cuKernelGetFunction, &f, kernel_);
   std::vector<size_t> sizes;
-  for (size_t i = 0;; ++i) {
+  // Only the parameters the plugin packs: probing past the last one fails by design, and
+  // compute-sanitizer would report every such call as an API error.
+  for (size_t i = 0; i < count; ++i) {
     size_t offset = 0, size = 0;
     if (detail::driver().cuFuncGetParamInfo(f, i, &offset, &size) != CUDA_SUCCESS) break;
     sizes.push_back(size);

@@ -73,8 +73,9 @@ class LoadedKernel {
   void reserve_dynamic_shared(int device, int bytes);
   /// Occupancy-maximising block size for 1-D launches (cuOccupancyMaxPotentialBlockSize).
   int forall_block(int device);
-  /// Number of parameters and their sizes as the driver sees them.
-  std::vector<size_t> driver_param_sizes() const;
+  /// The sizes of the first `count` parameters as the driver sees them (fewer when the kernel
+  /// has fewer).
+  std::vector<size_t> driver_param_sizes(size_t count) const;
   /// A function attribute (CU_FUNC_ATTRIBUTE_*) on a device.
   int attribute(CUfunction_attribute attr, int device) const;
   /// Blocks of `threads` threads with `dynamic_shared` bytes that fit on one SM at once
