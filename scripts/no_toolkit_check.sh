@@ -19,7 +19,8 @@ for d in /usr/local/cuda /usr/local/cuda-*; do
 done
 unset CUDA_HOME CUDA_PATH
 export PATH=$(echo "$PATH" | tr : '\n' | grep -v cuda | paste -sd:)
-if command -v nvcc > /dev/null || [[ -e /usr/local/cuda/include/cuda.h ]]; then
+# (Links into the toolkit, such as /usr/local/bin/nvcc, now dangle.)
+if nvcc --version > /dev/null 2>&1 || [[ -e /usr/local/cuda/include/cuda.h ]]; then
   echo "the CUDA toolkit is still visible"; exit 1
 fi
 echo "== no CUDA toolkit: $(ls /usr/local/cuda | wc -l) files in /usr/local/cuda, nvcc not on PATH"

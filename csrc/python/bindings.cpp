@@ -243,6 +243,31 @@ CUstream checked_stream(const py::object& stream) {
   return s;
 }
 
+// Launchers hold their kernel's Python slow path (`fallback`), and the kernel caches its
+// launchers: a reference cycle through C++ that the garbage collector must see, or every kernel
+// ever configured would stay alive with its compiled code. This makes the type a GC type whose
+// traversal visits `fallback`.
+template <typename T>
+py::custom_type_setup gc_tracks_fallback() {
+  return py::custom_type_setup([](PyHeapTypeObject* heap_type) {
+    PyTypeObject* type = &heap_type->ht_type;
+    type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+    type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) -> int {
+      Py_VISIT(Py_TYPE(self));
+      auto* inst = reinterpret_cast<py::detail::instance*>(self);
+      if (!inst->get_value_and_holder().holder_constructed()) return 0;  // not initialised yet
+      Py_VISIT(py::cast<T&>(py::handle(self)).fallback.ptr());
+      return 0;
+    };
+    type->tp_clear = [](PyObject* self) -> int {
+      auto* inst = reinterpret_cast<py::detail::instance*>(self);
+      if (inst->get_value_and_holder().holder_constructed())
+        py::cast<T&>(py::handle(self)).fallback = py::none();
+      return 0;
+    };
+  });
+}
+
 // Issues the launcher's pending warning once (LowOccupancyWarning); None, or NULL on error.
 PyObject* warn_once(Launcher& l) {
   std::string text = std::move(l.warning);
@@ -619,7 +644,7 @@ PYBIND11_MODULE(_C, m) {
              return d.forall_block(*get_or_compile(d, key), device);
            });
 
-  py::class_<Launcher, std::shared_ptr<Launcher>>(m, "Launcher")
+  py::class_<Launcher, std::shared_ptr<Launcher>>(m, "Launcher", gc_tracks_fallback<Launcher>())
       .def(py::init([](std::shared_ptr<Dispatcher> d, py::object grid, py::object block,
                        py::object stream, int64_t shared_mem, std::shared_ptr<Specialization> fixed,
                        py::object fallback, std::string warning) {
@@ -652,7 +677,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("block", [](const Launcher& l) { return l.config.block; })
       .def_property_readonly("shared_mem", [](const Launcher& l) { return l.config.shared_mem; });
 
-  py::class_<OpLauncher, std::shared_ptr<OpLauncher>>(m, "OpLauncher")
+  py::class_<OpLauncher, std::shared_ptr<OpLauncher>>(m, "OpLauncher", gc_tracks_fallback<OpLauncher>())
       .def(py::init([](py::object script_object, std::vector<int64_t> grid,
                        std::vector<int64_t> block, int64_t shared_mem, py::object fallback) {
              auto l = std::make_shared<OpLauncher>();

@@ -281,6 +281,21 @@ def test_many_kernels_are_read_once(monkeypatch):
     assert mod.k199.compile(meta(), arch="sm_90").cubin
 
 
+def test_configured_kernel_is_freed():
+    """kernel[grid, block] caches a launcher that calls back into the kernel: the cycle goes
+    through C++, and the garbage collector must still see it (else every configured kernel and
+    its compiled code would live forever)."""
+    import gc
+    import weakref
+    k = cj.jit("__global__ void k(float* o) { o[0] = 1.0f; }")
+    k[1, 32]
+    k[(2, 2), (8, 4)]
+    ref = weakref.ref(k)
+    del k
+    gc.collect()
+    assert ref() is None
+
+
 # -- 7. errors that name the bad value -------------------------------------------------------
 
 

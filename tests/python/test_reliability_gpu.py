@@ -119,7 +119,7 @@ k = cj.jit("__global__ void k(float* o) { o[threadIdx.x] = 1.0f; }")
 o = torch.zeros(32, device="cuda")
 k[1, 32](o)
 try:
-    k[1, 32, {handle}](o)
+    k[1, 32, HANDLE](o)
 except ValueError as e:
     print("ValueError:", e)
 torch.cuda.synchronize()
@@ -131,7 +131,7 @@ print("alive")
 @pytest.mark.parametrize("handle", [0xDEADBEEF, 12345678, 0x7FFF00000000], ids=hex)
 def test_garbage_stream_handle_is_a_value_error(handle):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", _GARBAGE_STREAM.format(handle=handle)], env=env,
+    r = subprocess.run([sys.executable, "-c", _GARBAGE_STREAM.replace("HANDLE", str(handle))], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"the process died ({r.returncode}): {r.stderr[-2000:]}"
     assert f"stream handle {handle} (0x{handle:x}) is not a live CUDA stream" in r.stdout
