@@ -26,6 +26,11 @@
 namespace cj {
 namespace std_detail {
 
+// The traits hold their values as enumerators rather than static constexpr members: NVRTC emits
+// a device global for every static constexpr data member of a class it instantiates, which
+// would add symbols to every kernel.
+template <bool B> struct bool_ { enum : bool { value = B }; };
+
 template <bool B, class T = void> struct enable_if {};
 template <class T> struct enable_if<true, T> { typedef T type; };
 
@@ -34,45 +39,47 @@ template <class T> struct remove_cv<const T> { typedef T type; };
 template <class T> struct remove_cv<volatile T> { typedef T type; };
 template <class T> struct remove_cv<const volatile T> { typedef T type; };
 
-template <class T> struct is_integral_ { static constexpr bool value = false; };
-template <> struct is_integral_<bool> { static constexpr bool value = true; };
-template <> struct is_integral_<char> { static constexpr bool value = true; };
-template <> struct is_integral_<signed char> { static constexpr bool value = true; };
-template <> struct is_integral_<unsigned char> { static constexpr bool value = true; };
-template <> struct is_integral_<wchar_t> { static constexpr bool value = true; };
-template <> struct is_integral_<char16_t> { static constexpr bool value = true; };
-template <> struct is_integral_<char32_t> { static constexpr bool value = true; };
-template <> struct is_integral_<short> { static constexpr bool value = true; };
-template <> struct is_integral_<unsigned short> { static constexpr bool value = true; };
-template <> struct is_integral_<int> { static constexpr bool value = true; };
-template <> struct is_integral_<unsigned int> { static constexpr bool value = true; };
-template <> struct is_integral_<long> { static constexpr bool value = true; };
-template <> struct is_integral_<unsigned long> { static constexpr bool value = true; };
-template <> struct is_integral_<long long> { static constexpr bool value = true; };
-template <> struct is_integral_<unsigned long long> { static constexpr bool value = true; };
+template <class T> struct is_integral_ : bool_<false> {};
+template <> struct is_integral_<bool> : bool_<true> {};
+template <> struct is_integral_<char> : bool_<true> {};
+template <> struct is_integral_<signed char> : bool_<true> {};
+template <> struct is_integral_<unsigned char> : bool_<true> {};
+template <> struct is_integral_<wchar_t> : bool_<true> {};
+template <> struct is_integral_<char16_t> : bool_<true> {};
+template <> struct is_integral_<char32_t> : bool_<true> {};
+template <> struct is_integral_<short> : bool_<true> {};
+template <> struct is_integral_<unsigned short> : bool_<true> {};
+template <> struct is_integral_<int> : bool_<true> {};
+template <> struct is_integral_<unsigned int> : bool_<true> {};
+template <> struct is_integral_<long> : bool_<true> {};
+template <> struct is_integral_<unsigned long> : bool_<true> {};
+template <> struct is_integral_<long long> : bool_<true> {};
+template <> struct is_integral_<unsigned long long> : bool_<true> {};
 template <class T> struct is_integral : is_integral_<typename remove_cv<T>::type> {};
 
-template <class T> struct is_float_ { static constexpr bool value = false; };
-template <> struct is_float_<float> { static constexpr bool value = true; };
+template <class T> struct is_float_ : bool_<false> {};
+template <> struct is_float_<float> : bool_<true> {};
 template <class T> struct is_float : is_float_<typename remove_cv<T>::type> {};
 
-template <class T> struct is_double_ { static constexpr bool value = false; };
-template <> struct is_double_<double> { static constexpr bool value = true; };
+template <class T> struct is_double_ : bool_<false> {};
+template <> struct is_double_<double> : bool_<true> {};
 template <class T> struct is_double : is_double_<typename remove_cv<T>::type> {};
 
 /// An argument the <cmath> overloads take: an integer, float or double.
 template <class T> struct is_math_arg {
-  static constexpr bool value = is_integral<T>::value || is_float<T>::value || is_double<T>::value;
+  enum : bool { value = is_integral<T>::value || is_float<T>::value || is_double<T>::value };
 };
 
 /// True for the argument mixes of two- and three-argument math functions that NVRTC's float and
 /// double built-ins leave ambiguous: float with double, or integers only. (C++14, no folds.)
 template <class A, class B, class C = int> struct ambiguous_math_args {
-  static constexpr bool any_float = is_float<A>::value || is_float<B>::value || is_float<C>::value;
-  static constexpr bool any_double = is_double<A>::value || is_double<B>::value || is_double<C>::value;
-  static constexpr bool all_integral = is_integral<A>::value && is_integral<B>::value && is_integral<C>::value;
-  static constexpr bool value = is_math_arg<A>::value && is_math_arg<B>::value && is_math_arg<C>::value &&
-                                ((any_float && any_double) || all_integral);
+  enum : bool {
+    any_float = is_float<A>::value || is_float<B>::value || is_float<C>::value,
+    any_double = is_double<A>::value || is_double<B>::value || is_double<C>::value,
+    all_integral = is_integral<A>::value && is_integral<B>::value && is_integral<C>::value,
+    value = is_math_arg<A>::value && is_math_arg<B>::value && is_math_arg<C>::value &&
+            ((any_float && any_double) || all_integral)
+  };
 };
 
 }  // namespace std_detail
