@@ -10,7 +10,7 @@
 
 #if defined(__CUDACC_RTC__)
 
-#include "cj/std/config.h"
+#include "cj/std_config.h"
 
 #if CJ_STD_LIBCUDACXX && __has_include(<cuda/std/climits>)
 #include <cuda/std/climits>

@@ -9,7 +9,7 @@
 
 #if defined(__CUDACC_RTC__)
 
-#include "cj/std/config.h"
+#include "cj/std_config.h"
 
 #ifndef EXIT_SUCCESS
 #define EXIT_SUCCESS 0

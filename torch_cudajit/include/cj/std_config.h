@@ -1,4 +1,4 @@
-// torch_cudajit: shared configuration of the C and C++ library headers in this folder's parent.
+// torch_cudajit: shared configuration of its C and C++ library headers (include/cmath, ...).
 //
 // NVRTC ships no C or C++ library headers, so torch_cudajit provides small ones (<cmath>,
 // <type_traits>, <cstdio>, ...) that map the standard names onto what NVRTC already knows (its
