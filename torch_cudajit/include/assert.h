@@ -16,8 +16,9 @@
 #undef assert
 #undef CJ_ASSERT_IS_OFF_
 // The same call NVRTC's predefined assert makes.
-#define assert(condition) \
-  ((condition) ? static_cast<void>(0) : __assertfail(#condition, __FILE__, __LINE__, __PRETTY_FUNCTION__, sizeof(char)))
+#define assert(condition)                  \
+  ((condition) ? static_cast<void>(0)      \
+               : __assertfail(#condition, __FILE__, __LINE__, __PRETTY_FUNCTION__, sizeof(char)))
 #endif
 
 #endif  // __CUDACC_RTC__

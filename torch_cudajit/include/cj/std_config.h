@@ -1,4 +1,4 @@
-// torch_cudajit: shared configuration of its C and C++ library headers (include/cmath, ...).
+// torch_cudajit: what its C and C++ library headers for NVRTC (<cmath>, <limits>, ...) share.
 //
 // NVRTC ships no C or C++ library headers, so torch_cudajit provides small ones (<cmath>,
 // <type_traits>, <cstdio>, ...) that map the standard names onto what NVRTC already knows (its
@@ -29,17 +29,17 @@ namespace std_detail {
 // The traits hold their values as enumerators rather than static constexpr members: NVRTC emits
 // a device global for every static constexpr data member of a class it instantiates, which
 // would add symbols to every kernel.
-template <bool B> struct bool_ { enum : bool { value = B }; };
+template <bool CjValue> struct bool_ { enum : bool { value = CjValue }; };
 
-template <bool B, class T = void> struct enable_if {};
-template <class T> struct enable_if<true, T> { typedef T type; };
+template <bool CjValue, class CjT = void> struct enable_if {};
+template <class CjT> struct enable_if<true, CjT> { typedef CjT type; };
 
-template <class T> struct remove_cv { typedef T type; };
-template <class T> struct remove_cv<const T> { typedef T type; };
-template <class T> struct remove_cv<volatile T> { typedef T type; };
-template <class T> struct remove_cv<const volatile T> { typedef T type; };
+template <class CjT> struct remove_cv { typedef CjT type; };
+template <class CjT> struct remove_cv<const CjT> { typedef CjT type; };
+template <class CjT> struct remove_cv<volatile CjT> { typedef CjT type; };
+template <class CjT> struct remove_cv<const volatile CjT> { typedef CjT type; };
 
-template <class T> struct is_integral_ : bool_<false> {};
+template <class CjT> struct is_integral_ : bool_<false> {};
 template <> struct is_integral_<bool> : bool_<true> {};
 template <> struct is_integral_<char> : bool_<true> {};
 template <> struct is_integral_<signed char> : bool_<true> {};
@@ -55,30 +55,31 @@ template <> struct is_integral_<long> : bool_<true> {};
 template <> struct is_integral_<unsigned long> : bool_<true> {};
 template <> struct is_integral_<long long> : bool_<true> {};
 template <> struct is_integral_<unsigned long long> : bool_<true> {};
-template <class T> struct is_integral : is_integral_<typename remove_cv<T>::type> {};
+template <class CjT> struct is_integral : is_integral_<typename remove_cv<CjT>::type> {};
 
-template <class T> struct is_float_ : bool_<false> {};
+template <class CjT> struct is_float_ : bool_<false> {};
 template <> struct is_float_<float> : bool_<true> {};
-template <class T> struct is_float : is_float_<typename remove_cv<T>::type> {};
+template <class CjT> struct is_float : is_float_<typename remove_cv<CjT>::type> {};
 
-template <class T> struct is_double_ : bool_<false> {};
+template <class CjT> struct is_double_ : bool_<false> {};
 template <> struct is_double_<double> : bool_<true> {};
-template <class T> struct is_double : is_double_<typename remove_cv<T>::type> {};
+template <class CjT> struct is_double : is_double_<typename remove_cv<CjT>::type> {};
 
 /// An argument the <cmath> overloads take: an integer, float or double.
-template <class T> struct is_math_arg {
-  enum : bool { value = is_integral<T>::value || is_float<T>::value || is_double<T>::value };
+template <class CjT> struct is_math_arg {
+  enum : bool { value = is_integral<CjT>::value || is_float<CjT>::value || is_double<CjT>::value };
 };
 
 /// True for the argument mixes of two- and three-argument math functions that NVRTC's float and
 /// double built-ins leave ambiguous: float with double, or integers only. (C++14, no folds.)
-template <class A, class B, class C = int> struct ambiguous_math_args {
+template <class CjA, class CjB, class CjC = int> struct ambiguous_math_args {
   enum : bool {
-    any_float = is_float<A>::value || is_float<B>::value || is_float<C>::value,
-    any_double = is_double<A>::value || is_double<B>::value || is_double<C>::value,
-    all_integral = is_integral<A>::value && is_integral<B>::value && is_integral<C>::value,
-    value = is_math_arg<A>::value && is_math_arg<B>::value && is_math_arg<C>::value &&
-            ((any_float && any_double) || all_integral)
+    cj_any_float = is_float<CjA>::value || is_float<CjB>::value || is_float<CjC>::value,
+    cj_any_double = is_double<CjA>::value || is_double<CjB>::value || is_double<CjC>::value,
+    cj_all_integral =
+        is_integral<CjA>::value && is_integral<CjB>::value && is_integral<CjC>::value,
+    value = is_math_arg<CjA>::value && is_math_arg<CjB>::value && is_math_arg<CjC>::value &&
+            ((cj_any_float && cj_any_double) || cj_all_integral)
   };
 };
 

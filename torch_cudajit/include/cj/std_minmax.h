@@ -12,42 +12,50 @@
 
 namespace std {
 
-template <class T>
-__host__ __device__ constexpr const T& min(const T& a, const T& b) { return b < a ? b : a; }
-template <class T, class Compare>
-__host__ __device__ constexpr const T& min(const T& a, const T& b, Compare comp) { return comp(b, a) ? b : a; }
-template <class T>
-__host__ __device__ constexpr T min(initializer_list<T> values) {
-  const T* best = values.begin();
-  for (const T* p = values.begin() + 1; p < values.end(); ++p)
-    if (*p < *best) best = p;
-  return *best;
+template <class CjT>
+__host__ __device__ constexpr const CjT& min(const CjT& cj_a, const CjT& cj_b) {
+  return cj_b < cj_a ? cj_b : cj_a;
 }
-template <class T, class Compare>
-__host__ __device__ constexpr T min(initializer_list<T> values, Compare comp) {
-  const T* best = values.begin();
-  for (const T* p = values.begin() + 1; p < values.end(); ++p)
-    if (comp(*p, *best)) best = p;
-  return *best;
+template <class CjT, class CjCompare>
+__host__ __device__ constexpr const CjT& min(const CjT& cj_a, const CjT& cj_b, CjCompare cj_comp) {
+  return cj_comp(cj_b, cj_a) ? cj_b : cj_a;
+}
+template <class CjT>
+__host__ __device__ constexpr CjT min(initializer_list<CjT> cj_values) {
+  const CjT* cj_best = cj_values.begin();
+  for (const CjT* cj_p = cj_values.begin() + 1; cj_p < cj_values.end(); ++cj_p)
+    if (*cj_p < *cj_best) cj_best = cj_p;
+  return *cj_best;
+}
+template <class CjT, class CjCompare>
+__host__ __device__ constexpr CjT min(initializer_list<CjT> cj_values, CjCompare cj_comp) {
+  const CjT* cj_best = cj_values.begin();
+  for (const CjT* cj_p = cj_values.begin() + 1; cj_p < cj_values.end(); ++cj_p)
+    if (cj_comp(*cj_p, *cj_best)) cj_best = cj_p;
+  return *cj_best;
 }
 
-template <class T>
-__host__ __device__ constexpr const T& max(const T& a, const T& b) { return a < b ? b : a; }
-template <class T, class Compare>
-__host__ __device__ constexpr const T& max(const T& a, const T& b, Compare comp) { return comp(a, b) ? b : a; }
-template <class T>
-__host__ __device__ constexpr T max(initializer_list<T> values) {
-  const T* best = values.begin();
-  for (const T* p = values.begin() + 1; p < values.end(); ++p)
-    if (*best < *p) best = p;
-  return *best;
+template <class CjT>
+__host__ __device__ constexpr const CjT& max(const CjT& cj_a, const CjT& cj_b) {
+  return cj_a < cj_b ? cj_b : cj_a;
 }
-template <class T, class Compare>
-__host__ __device__ constexpr T max(initializer_list<T> values, Compare comp) {
-  const T* best = values.begin();
-  for (const T* p = values.begin() + 1; p < values.end(); ++p)
-    if (comp(*best, *p)) best = p;
-  return *best;
+template <class CjT, class CjCompare>
+__host__ __device__ constexpr const CjT& max(const CjT& cj_a, const CjT& cj_b, CjCompare cj_comp) {
+  return cj_comp(cj_a, cj_b) ? cj_b : cj_a;
+}
+template <class CjT>
+__host__ __device__ constexpr CjT max(initializer_list<CjT> cj_values) {
+  const CjT* cj_best = cj_values.begin();
+  for (const CjT* cj_p = cj_values.begin() + 1; cj_p < cj_values.end(); ++cj_p)
+    if (*cj_best < *cj_p) cj_best = cj_p;
+  return *cj_best;
+}
+template <class CjT, class CjCompare>
+__host__ __device__ constexpr CjT max(initializer_list<CjT> cj_values, CjCompare cj_comp) {
+  const CjT* cj_best = cj_values.begin();
+  for (const CjT* cj_p = cj_values.begin() + 1; cj_p < cj_values.end(); ++cj_p)
+    if (cj_comp(*cj_best, *cj_p)) cj_best = cj_p;
+  return *cj_best;
 }
 
 }  // namespace std
