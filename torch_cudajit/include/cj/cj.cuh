@@ -28,6 +28,11 @@ using ::int32_t; using ::uint32_t; using ::int64_t; using ::uint64_t;
 #include <cuda_bf16.h>
 #endif
 
+#if defined(__CUDACC_RTC__)
+// What nvcc's implicit includes give every .cu file (M_PI, INFINITY, FLT_MAX, std::sqrt, ...).
+#include "prelude.cuh"
+#endif
+
 #if defined(CJ_DEBUG)
 // Debug mode (jit(..., debug=True)): the first failed bounds check or cj_assert of a launch is
 // recorded here, and the host raises it as a Python exception after the launch. Nothing traps,

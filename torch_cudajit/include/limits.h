@@ -1,0 +1,78 @@
+// torch_cudajit: <limits.h> for NVRTC, which ships no C or C++ library headers.
+//
+// The ranges of the integer types (CHAR_BIT, INT_MAX, UINT_MAX, LLONG_MAX, ...) as macros in the
+// global namespace. With libcu++ available they come from <cuda/std/climits>, which defines
+// them unconditionally in NVRTC mode: taking them from there means a kernel that later includes
+// libcu++ or cub does not see them redefined. Without it (C++14, or CUDA headers without CCCL)
+// they are defined here, for NVRTC's LP64 data model. nvcc includes the host <limits.h> into
+// every .cu file, so torch_cudajit's implicit prelude includes this header too.
+#pragma once
+
+#if defined(__CUDACC_RTC__)
+
+#include "cj/std_config.h"
+
+#if CJ_STD_LIBCUDACXX && __has_include(<cuda/std/climits>)
+#include <cuda/std/climits>
+#endif
+
+#ifndef CHAR_BIT
+#define CHAR_BIT 8
+#endif
+#ifndef SCHAR_MIN
+#define SCHAR_MIN (-128)
+#endif
+#ifndef SCHAR_MAX
+#define SCHAR_MAX 127
+#endif
+#ifndef UCHAR_MAX
+#define UCHAR_MAX 255
+#endif
+// char is signed on the platforms CUDA supports.
+#ifndef CHAR_MIN
+#define CHAR_MIN SCHAR_MIN
+#endif
+#ifndef CHAR_MAX
+#define CHAR_MAX SCHAR_MAX
+#endif
+#ifndef SHRT_MIN
+#define SHRT_MIN (-SHRT_MAX - 1)
+#endif
+#ifndef SHRT_MAX
+#define SHRT_MAX 32767
+#endif
+#ifndef USHRT_MAX
+#define USHRT_MAX 65535
+#endif
+#ifndef INT_MIN
+#define INT_MIN (-INT_MAX - 1)
+#endif
+#ifndef INT_MAX
+#define INT_MAX 2147483647
+#endif
+#ifndef UINT_MAX
+#define UINT_MAX 4294967295U
+#endif
+#ifndef LONG_MIN
+#define LONG_MIN (-LONG_MAX - 1L)
+#endif
+#ifndef LONG_MAX
+#define LONG_MAX 9223372036854775807L
+#endif
+#ifndef ULONG_MAX
+#define ULONG_MAX 18446744073709551615UL
+#endif
+#ifndef LLONG_MIN
+#define LLONG_MIN (-LLONG_MAX - 1LL)
+#endif
+#ifndef LLONG_MAX
+#define LLONG_MAX 9223372036854775807LL
+#endif
+#ifndef ULLONG_MAX
+#define ULLONG_MAX 18446744073709551615ULL
+#endif
+#ifndef MB_LEN_MAX
+#define MB_LEN_MAX 16
+#endif
+
+#endif  // __CUDACC_RTC__
