@@ -271,9 +271,10 @@ std::string trimmed(const std::string& l) {
   return b == std::string::npos ? "" : l.substr(b, e - b + 1);
 }
 
-// The #include directives of a text. `inexact` receives the first line that names its header
-// through a macro (#include HDR) or asks whether a header exists (__has_include): what such a
-// text reads depends on the preprocessor, which this scan does not run.
+// The headers a text reads: #include directives, and the headers whose existence it tests with
+// __has_include. `inexact` receives the first line that names a header through a macro
+// (#include HDR, __has_include(HDR)): what such a text reads depends on the preprocessor, which
+// this scan does not run.
 std::vector<Include> scan_includes(const std::string& text, std::string& inexact) {
   std::vector<Include> out;
   auto skip_space = [](const std::string& l, size_t i) {
@@ -281,7 +282,23 @@ std::vector<Include> scan_includes(const std::string& text, std::string& inexact
     return i;
   };
   for (const std::string& l : logical_lines(text)) {
-    if (l.find("__has_include") != std::string::npos && inexact.empty()) inexact = trimmed(l);
+    // __has_include(<name>) reads whether a header exists: the key records that like an
+    // #include (found or not). Only a name given through a macro cannot be resolved.
+    for (size_t at = l.find("__has_include"); at != std::string::npos;
+         at = l.find("__has_include", at + 13)) {
+      size_t j = at + 13;
+      if (l.compare(j, 5, "_next") == 0) j += 5;
+      j = skip_space(l, j);
+      if (j >= l.size() || l[j] != '(') continue;  // defined(__has_include)
+      j = skip_space(l, j + 1);
+      const char close = j < l.size() && l[j] == '"' ? '"' : j < l.size() && l[j] == '<' ? '>' : 0;
+      const size_t end = close ? l.find(close, j + 1) : std::string::npos;
+      if (end != std::string::npos) {
+        out.push_back({l.substr(j + 1, end - j - 1), close == '"'});
+      } else if (inexact.empty()) {
+        inexact = trimmed(l);
+      }
+    }
     size_t i = skip_space(l, 0);
     if (i >= l.size() || l[i] != '#') continue;
     i = skip_space(l, i + 1);
@@ -849,8 +866,7 @@ CompiledProgram compile_cached(const Program& program,
   if (key.empty()) {
     cache.warn_once(
         "kernel '" + requests.front().kernel + "': `" + inexact + "` names a header through a "
-        "macro or tests for one (__has_include), so the cache cannot tell which files the "
-        "compiler reads; it compiles without the disk cache. Write the header's name in the "
+        "macro, so the cache cannot tell which files the compiler reads; it compiles without the disk cache. Write the header's name in the "
         "#include line to cache it.");
     return program.compile(requests, options);
   }

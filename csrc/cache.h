@@ -61,8 +61,8 @@ class DiskCache {
   void reset_from_environment();
 
   /// The cache key (64 hex characters) of compiling `requests` of `program` with `options`, or
-  /// "" when the source (or a header it reads) names a header through a macro or tests for one
-  /// (__has_include): then the key could not cover every file the compiler reads, the compile
+  /// "" when the source (or a header it reads) names a header through a macro (#include HDR,
+  /// __has_include(HDR)): then the key could not cover every file the compiler reads, the compile
   /// must bypass the disk cache, and `inexact` (when given) receives the directive. Computing
   /// it never loads NVRTC.
   std::string key(const Program& program, const std::vector<InstantiationRequest>& requests,

@@ -91,8 +91,8 @@ def test_pre_included_header_is_in_the_key(cache_dir, tmp_path):
 
 @pytest.mark.parametrize("source", [
     '#include HDR\n' + VALUE_KERNEL,
-    '#if __has_include("v.h")\n#include "v.h"\n#endif\n' + VALUE_KERNEL,
-], ids=["macro", "has_include"])
+    '#if __has_include(HDR)\n#include "v.h"\n#endif\n' + VALUE_KERNEL,
+], ids=["include", "has_include"])
 def test_unresolvable_include_skips_the_disk_cache_with_one_warning(cache_dir, tmp_path, source):
     inc = tmp_path / "inc"
     inc.mkdir()
@@ -109,6 +109,31 @@ def test_unresolvable_include_skips_the_disk_cache_with_one_warning(cache_dir, t
         warnings.simplefilter("error")  # the warning came once per process
         k2, ptx2 = compile_value_kernel(source, **opts)
     assert ptx2 != ptx1  # the edit is seen: nothing stale was served
+
+
+def test_has_include_of_a_literal_name_is_in_the_key(cache_dir, tmp_path):
+    """Whether a header exists decides what compiles: creating it must miss."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    src = ('#if __has_include("opt.h")\n#include "opt.h"\n#else\n#define V 1.0f\n#endif\n'
+           + VALUE_KERNEL)
+    k1, ptx1 = compile_value_kernel(src, include_dirs=[str(inc)])
+    assert (k1.cache_hits, k1.cache_misses) == (0, 1)
+    (inc / "opt.h").write_text("#define V 4.0f\n")
+    k2, ptx2 = compile_value_kernel(src, include_dirs=[str(inc)])
+    assert (k2.cache_hits, k2.cache_misses) == (0, 1)
+    assert ptx2 != ptx1
+
+
+@pytest.mark.parametrize("header", ["cmath", "limits", "cstdio", "algorithm", "cuda_fp16.h"])
+def test_standard_headers_keep_the_disk_cache(cache_dir, header):
+    """The plugin's own stand-in headers (and the prelude every kernel gets) are exact."""
+    src = f"#include <{header}>\n" + VALUE_KERNEL
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k1, _ = compile_value_kernel(src, defines={"V": "2.0f"})
+        k2, _ = compile_value_kernel(src, defines={"V": "2.0f"})
+    assert (k1.cache_misses, k2.cache_hits) == (1, 1)
 
 
 def test_define_order_of_one_macro_is_in_the_key(cache_dir):
