@@ -8,6 +8,8 @@
 #include <pybind11/stl.h>
 
 #include <cxxabi.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <torch/csrc/jit/python/pybind_utils.h>
 
@@ -230,6 +232,17 @@ CUstream checked_stream(const py::object& stream) {
                     " is not a CUstream (an int from 0 to 2**64-1).");
   CUstream s = reinterpret_cast<CUstream>(static_cast<uintptr_t>(h));
   if (h <= 2 || !torch_cudajit::detail::driver_available()) return s;
+  // cuStreamGetCtx reads the handle's memory: an address that is not mapped at all (the usual
+  // garbage) is refused before the driver sees it. (A pointer to mapped memory that is not a
+  // stream can still crash the driver; the README's trust model says so.)
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)), at = static_cast<uintptr_t>(h);
+  const uintptr_t first = at & ~(page - 1), last = (at + 63) & ~(page - 1);  // the first 64 bytes
+  unsigned char resident[2];
+  const bool mapped = at <= UINTPTR_MAX - 64 &&
+                      mincore(reinterpret_cast<void*>(first), last - first + page, resident) == 0;
+  TORCH_CHECK_VALUE(mapped, "torch_cudajit: stream handle ", h, " (0x", std::hex, h,
+                    ") is not a live CUDA stream of this process (no memory is mapped there). "
+                    "Pass a torch.cuda.Stream, its .cuda_stream, or None for the current stream.");
   CUcontext ctx = nullptr;
   const CUresult r = torch_cudajit::detail::driver().cuStreamGetCtx(s, &ctx);
   if (r != CUDA_SUCCESS) {

@@ -134,7 +134,7 @@ def test_garbage_stream_handle_is_a_value_error(handle):
     r = subprocess.run([sys.executable, "-c", _GARBAGE_STREAM.replace("HANDLE", str(handle))], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"the process died ({r.returncode}): {r.stderr[-2000:]}"
-    assert f"stream handle {handle} (0x{handle:x}) is not a live CUDA stream" in r.stdout
+    assert f"stream handle {handle} (0x{handle:x}) is not a live CUDA stream of this process" in r.stdout
     assert r.stdout.rstrip().endswith("alive")
 
 
