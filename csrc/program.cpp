@@ -48,12 +48,13 @@ std::string find_package_include_dir() {
     if (!package_include_override().empty()) return package_include_override();
   }
   if (const char* env = std::getenv("TORCH_CUDAJIT_INCLUDE_DIR")) return env;
-  // Next to the library holding this code: torch_cudajit/_C.so -> torch_cudajit/include.
+  // Next to the library holding this code: the pip package (torch_cudajit/lib/libtorch_cudajit.so
+  // -> torch_cudajit/include), an installed CMake prefix (lib/ -> include/torch_cudajit).
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&find_package_include_dir), &info) && info.dli_fname) {
     std::string lib_dir = dirname(info.dli_fname);
-    for (const std::string& c : {lib_dir + "/include", lib_dir + "/../include/torch_cudajit",
-                                 lib_dir + "/torch_cudajit/include"})
+    for (const std::string& c : {lib_dir + "/../include", lib_dir + "/../include/torch_cudajit",
+                                 lib_dir + "/include", lib_dir + "/torch_cudajit/include"})
       if (file_exists(c + "/cj/cj.cuh")) return c;
   }
   return CJ_SOURCE_INCLUDE_DIR;
