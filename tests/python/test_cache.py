@@ -255,13 +255,20 @@ def test_eviction_bound(cache_dir):
 def test_eight_processes_on_a_cold_cache(cache_dir):
     env = dict(os.environ, TORCH_CUDAJIT_CACHE_DIR=str(cache_dir),
                PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    # Each child waits for a start file, so that all eight ask for the kernel together.
-    go = cache_dir.parent / "go"
-    code = "import os, time\nwhile not os.path.exists(%r): time.sleep(0.005)\n" % str(go) + CHILD
+    # Each child imports torch, says it is ready, then waits for a start file, so that all
+    # eight ask for the kernel together.
+    go, ready = cache_dir.parent / "go", cache_dir.parent / "ready"
+    ready.mkdir()
+    code = ("import os, time, torch, torch_cudajit\n"
+            "open(os.path.join(%r, str(os.getpid())), 'w').close()\n"
+            "while not os.path.exists(%r): time.sleep(0.005)\n" % (str(ready), str(go))) + CHILD
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(8)]
     import time
-    time.sleep(3)  # let every child import torch and reach the wait loop
+    deadline = time.monotonic() + 300
+    while len(list(ready.iterdir())) < 8 and time.monotonic() < deadline:
+        assert all(p.poll() is None for p in procs), "a child died before it was ready"
+        time.sleep(0.01)
     go.write_text("go")
     results = []
     for p in procs:

@@ -176,6 +176,69 @@ def test_fifo_named_like_an_entry_does_not_hang(cache_dir):
     assert stat.S_ISFIFO(os.lstat(entry).st_mode) or entry.is_file()
 
 
+# -- concurrent processes killed with SIGKILL -----------------------------------------------
+
+_COMPILE_FOREVER = """
+import itertools, sys, torch, torch_cudajit as cj
+src = sys.argv[1]
+dtypes = [torch.float32, torch.float64, torch.float16, torch.int32]
+for i in itertools.count():
+    d = dtypes[i % 4]
+    k = cj.jit(src, defines={"VARIANT": i % 6})
+    x = torch.empty(8, device="meta", dtype=d)
+    k.compile(x, x, 2, arch="sm_90")
+    print(i, flush=True)
+"""
+
+KILLED_SRC = SCALE.replace("a * x[i]", "a * x[i] + T(VARIANT)")
+
+
+def test_processes_killed_mid_compile_leave_a_usable_cache(cache_dir):
+    """Four processes compile the same 24 specializations and are killed with SIGKILL while they
+    write entries and hold per-key locks; a new process then loads every entry it finds without
+    a warning, compiles the rest, and gets the code a cache-less compile gives."""
+    import signal
+    import time
+    env = dict(os.environ, TORCH_CUDAJIT_CACHE_DIR=str(cache_dir),
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for delay in (0, 3, 7):  # how many compiles each process finishes before the kill
+        procs = [subprocess.Popen([sys.executable, "-c", _COMPILE_FOREVER, KILLED_SRC], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(4)]
+        for p in procs:  # each is compiling (or loading) when it is killed
+            for _ in range(delay + 1):
+                line = p.stdout.readline()
+                assert line, p.stderr.read()
+        time.sleep(0.01 * delay)
+        for p in procs:
+            p.send_signal(signal.SIGKILL)
+        for p in procs:
+            p.wait(timeout=60)
+            p.stdout.close()
+            p.stderr.close()
+    check = """
+import json, sys, warnings, torch, torch_cudajit as cj
+warnings.simplefilter("error")
+src = sys.argv[1]
+out = {}
+for v in range(6):
+    for d in (torch.float32, torch.float64, torch.float16, torch.int32):
+        x = torch.empty(8, device="meta", dtype=d)
+        cached = cj.jit(src, defines={"VARIANT": v}).compile(x, x, 2, arch="sm_90")
+        fresh = cj.jit(src, defines={"VARIANT": v}, cache=False).compile(x, x, 2, arch="sm_90")
+        assert cached.cubin == fresh.cubin, (v, d)
+print(json.dumps(cj.cache.stats()))
+"""
+    r = subprocess.run([sys.executable, "-c", check, KILLED_SRC], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    # Every specialization has exactly one complete entry; the killed writers' temporary files
+    # are never taken for entries (prune removes them once they are an hour old).
+    cj.cache.prune()
+    assert cj.cache.info()["entries"] == 24
+    assert len([p for p in cache_dir.iterdir() if p.suffix == ".cj"]) == 24
+
+
 # -- 5. permissions ----------------------------------------------------------------------------
 
 
