@@ -168,6 +168,7 @@ Dispatcher::Dispatcher(std::shared_ptr<const Program> program, std::string kerne
   // Decided once: the launch path only reads the flag.
   cooperative_ = options_.cooperative >= 0 ? options_.cooperative != 0
                                            : program_->cooperative(decl_->name);
+  grid_strides_ = program_->grid_strides(decl_->name);
   // Abbreviated function templates anywhere in the source need C++20 for the whole source.
   const std::string& std_ = options_.compile.std;
   if (std_ == "c++11" || std_ == "c++14" || std_ == "c++17") {
@@ -198,6 +199,25 @@ void Dispatcher::fail_param(size_t i, const std::string& what) const {
   TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' (", p.type, ") of kernel '",
                    decl_->name, "' ", what);
 }
+
+namespace {
+// The alignment and index-width bits of a tensor's key: 16-byte aligned data, and every element
+// offset (numel, and the farthest strided offset) below 2^31.
+uint8_t layout_property_flags(const at::Tensor& t) {
+  uint8_t flags = 0;
+  if (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0) flags |= kAligned16Flag;
+  constexpr int64_t kMax32 = 2147483647;
+  bool fits = t.numel() <= kMax32;
+  int64_t farthest = 0;
+  for (int64_t d = 0; fits && d < t.dim(); ++d) {
+    const int64_t size = t.size(d), stride = t.stride(d);
+    if (size == 0) return flags | kIndex32Flag;  // nothing is ever indexed
+    farthest += (size - 1) * (stride < 0 ? -stride : stride);
+    fits = farthest <= kMax32 && stride <= kMax32;
+  }
+  return fits ? flags | kIndex32Flag : flags;
+}
+}  // namespace
 
 SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) const {
   const auto& params = decl_->params;
@@ -256,7 +276,7 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
                               shape_of(t) + ". Call .contiguous() on it, or declare it cj::Strided.");
           if (p.layout == LayoutMode::kStrided) contiguous = false;
           if (p.layout == LayoutMode::kContiguous) contiguous = true;
-          s.flags = contiguous ? kContiguousFlag : 0;
+          s.flags = (contiguous ? kContiguousFlag : 0) | layout_property_flags(t);
           break;
         }
         case ParamKind::kPointer:
@@ -542,9 +562,11 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::specializations() const
   return order_;
 }
 
-int Dispatcher::forall_block(Specialization& spec, int device) {
+std::pair<int, int64_t> Dispatcher::forall_config(Specialization& spec, int device) {
   DeviceScope scope(device);
-  return spec.loaded().forall_block(device);
+  const auto [block, per_sm] = spec.loaded().forall_block(device);
+  const int64_t wave = static_cast<int64_t>(device_limits(device).multiprocessors) * std::max(per_sm, 1);
+  return {block, grid_strides_ ? wave : 0};
 }
 
 void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int device,

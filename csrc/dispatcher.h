@@ -165,7 +165,13 @@ class Dispatcher {
   /// make_key + get + launch.
   void launch(const Arg* args, size_t n, const LaunchConfig& cfg);
   /// Block size chosen by the occupancy API for 1-D launches of a specialization.
-  int forall_block(Specialization& spec, int device);
+  /// forall(n)'s launch: the block size, and the most blocks worth launching (one full wave of
+  /// resident blocks) when the kernel loops over its work with a grid stride, else 0 (the grid
+  /// must then cover every task).
+  std::pair<int, int64_t> forall_config(Specialization& spec, int device);
+  /// True when the kernel's own text calls cj::for_each or cj::elementwise, which loop over the
+  /// grid, so that any grid covers its work.
+  bool grid_strides() const { return grid_strides_; }
   /// Registers, memory and the thread limit of a specialization on a device.
   KernelResources resources(Specialization& spec, int device);
   /// The most blocks of `threads` threads (with `dynamic_shared` bytes each) that can be
@@ -202,6 +208,7 @@ class Dispatcher {
   std::vector<Declared> declared_;
   KernelOptions options_;
   bool cooperative_ = false;
+  bool grid_strides_ = false;
   mutable std::mutex mutex_;
   std::unordered_map<SpecKey, std::shared_future<std::shared_ptr<Specialization>>, SpecKeyHash> cache_;
   std::vector<std::shared_ptr<Specialization>> order_;

@@ -102,7 +102,7 @@ void LoadedKernel::reserve_dynamic_shared(int device, int bytes) {
   s.dynamic_shared_limit = bytes;
 }
 
-int LoadedKernel::forall_block(int device) {
+std::pair<int, int> LoadedKernel::forall_block(int device) {
   std::lock_guard<std::mutex> lock(mutex_);
   KernelDeviceState& s = devices_[static_cast<size_t>(device)];
   if (s.forall_block == 0) {
@@ -110,9 +110,24 @@ int LoadedKernel::forall_block(int device) {
     CJ_CHECK(cuKernelGetFunction, &f, kernel_);
     int min_grid = 0, block = 0;
     CJ_CHECK(cuOccupancyMaxPotentialBlockSize, &min_grid, &block, f, nullptr, 0, 0);
+    auto resident = [&](int threads) {
+      int blocks = 0;
+      CJ_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks, f, threads, 0);
+      return blocks;
+    };
+    int per_sm = resident(block);
+    constexpr int kSmallBlock = 256;
+    if (block > kSmallBlock) {
+      const int small = resident(kSmallBlock);
+      if (small * kSmallBlock >= per_sm * block) {
+        block = kSmallBlock;
+        per_sm = small;
+      }
+    }
     s.forall_block = block;
+    s.forall_blocks_per_sm = per_sm;
   }
-  return s.forall_block;
+  return {s.forall_block, s.forall_blocks_per_sm};
 }
 
 std::vector<size_t> LoadedKernel::driver_param_sizes(size_t count) const {

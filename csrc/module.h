@@ -58,7 +58,8 @@ struct KernelDeviceState {
   int max_threads_per_block = 0;
   int static_shared = 0;
   int dynamic_shared_limit = 48 * 1024;  ///< current CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-  int forall_block = 0;                  ///< occupancy-chosen 1-D block size (0: not computed)
+  int forall_block = 0;          ///< 1-D block size for forall (0: not computed)
+  int forall_blocks_per_sm = 0;  ///< resident blocks of that size per multiprocessor
 };
 
 /// One kernel of a LoadedLibrary.
@@ -71,8 +72,10 @@ class LoadedKernel {
   const KernelDeviceState& device_state(int device);
   /// Raises the dynamic shared memory limit on a device when a launch asks for more.
   void reserve_dynamic_shared(int device, int bytes);
-  /// Occupancy-maximising block size for 1-D launches (cuOccupancyMaxPotentialBlockSize).
-  int forall_block(int device);
+  /// The block size for 1-D launches and how many such blocks stay resident per multiprocessor:
+  /// the occupancy API's block size, or 256 threads where that keeps the same occupancy
+  /// (smaller blocks make whole waves out of more grids).
+  std::pair<int, int> forall_block(int device);
   /// The sizes of the first `count` parameters as the driver sees them (fewer when the kernel
   /// has fewer).
   std::vector<size_t> driver_param_sizes(size_t count) const;

@@ -211,24 +211,36 @@ namespace {
 bool mentions_grid_sync(const std::string& text) {
   return text.find("this_grid") != std::string::npos || text.find("grid_group") != std::string::npos;
 }
+// Only the plugin's own grid-stride helpers count: a kernel that merely reads gridDim may still
+// give each thread one task, and a grid that does not cover them would skip work.
+bool mentions_grid_stride(const std::string& text) {
+  return text.find("cj::for_each") != std::string::npos ||
+         text.find("cj::elementwise") != std::string::npos;
+}
 }  // namespace
 
-bool Program::cooperative(const std::string& kernel_name) const {
-  if (!mentions_grid_sync(source_)) return false;
-  // The kernel's own region: from its declaration to the next kernel's (or the end).
+std::string Program::kernel_region(const std::string& kernel_name) const {
+  // From the kernel's declaration to the next kernel's (or the end).
   std::vector<size_t> starts;
   for (const auto& k : kernels_) starts.push_back(k.decl_begin);
   std::sort(starts.begin(), starts.end());
-  bool in_some_kernel = false;
-  for (const auto& k : kernels_) {
-    auto next = std::upper_bound(starts.begin(), starts.end(), k.decl_begin);
-    const size_t end = next == starts.end() ? source_.size() : *next;
-    const bool uses = mentions_grid_sync(source_.substr(k.decl_begin, end - k.decl_begin));
-    in_some_kernel = in_some_kernel || uses;
-    if (k.name == kernel_name && uses) return true;
-  }
-  // Only helpers (before the first kernel) use it: the kernels may call them.
-  return !in_some_kernel;
+  const KernelDecl& k = kernel(kernel_name);
+  auto next = std::upper_bound(starts.begin(), starts.end(), k.decl_begin);
+  const size_t end = next == starts.end() ? source_.size() : *next;
+  return source_.substr(k.decl_begin, end - k.decl_begin);
+}
+
+bool Program::cooperative(const std::string& kernel_name) const {
+  if (!mentions_grid_sync(source_)) return false;
+  if (mentions_grid_sync(kernel_region(kernel_name))) return true;
+  // Only helpers (outside every kernel) use it: the kernels may call them.
+  for (const auto& k : kernels_)
+    if (mentions_grid_sync(kernel_region(k.name))) return false;
+  return true;
+}
+
+bool Program::grid_strides(const std::string& kernel_name) const {
+  return mentions_grid_stride(source_) && mentions_grid_stride(kernel_region(kernel_name));
 }
 
 const KernelDecl& Program::kernel(const std::string& name) const {

@@ -102,11 +102,16 @@ class Program {
   /// in its own text; when only code outside the kernels does (a helper function), every
   /// kernel counts as cooperative. Such kernels launch with cuLaunchCooperativeKernel.
   bool cooperative(const std::string& kernel_name) const;
+  /// True when a kernel's own text calls cj::for_each or cj::elementwise, which loop over the
+  /// grid: forall may then launch fewer threads than tasks.
+  bool grid_strides(const std::string& kernel_name) const;
 
  private:
   /// The nvJitLink stage of a compile with CompileOptions::link.
   void link(nvrtcProgram prog, const std::vector<InstantiationRequest>& requests,
             const CompileOptions& options, CompiledProgram& out) const;
+  /// The source from a kernel's declaration to the next kernel's declaration (or the end).
+  std::string kernel_region(const std::string& kernel_name) const;
 
   std::string source_, filename_, rewritten_, digest_;
   std::vector<KernelDecl> kernels_;

@@ -102,7 +102,7 @@ void check_key(const KernelDecl& decl, const SpecKey& key, const char* origin) {
     if (s.kind == ArgKind::kTensor) {
       if (code < 0) fail("a tensor of dtype code " + std::to_string(code));
       if (s.rank > 16) fail("rank " + std::to_string(s.rank) + " (at most 16)");
-      if ((s.flags & ~kContiguousFlag) != 0) fail("layout flags " + std::to_string(s.flags));
+      if ((s.flags & ~kKnownLayoutFlags) != 0) fail("layout flags " + std::to_string(s.flags));
     } else if (s.rank != 0 || s.flags != 0 || s.dtype != TypeCode::kUnknown) {
       fail("a dtype, rank or layout flags on a non-tensor argument");
     }
@@ -123,9 +123,10 @@ std::string argument_cpp_type(const Param& p, const ArgSig& s) {
   std::string elem = type_code_of(p.element) == s.dtype ? p.element : cpp_type_name(s.dtype);
   std::string cv = p.is_const ? "const " : "";
   // A layout the declaration fixes wins over the tensor's own.
+  // (cj::Strided and cj::Contiguous are Layout<0> and Layout<1> exactly.)
   int flags = s.flags;
-  if (p.kind == ParamKind::kArray && p.layout == LayoutMode::kStrided) flags &= ~kContiguousFlag;
-  if (p.kind == ParamKind::kArray && p.layout == LayoutMode::kContiguous) flags |= kContiguousFlag;
+  if (p.kind == ParamKind::kArray && p.layout == LayoutMode::kStrided) flags = 0;
+  if (p.kind == ParamKind::kArray && p.layout == LayoutMode::kContiguous) flags = kContiguousFlag;
   std::string layout = "::cj::Layout<" + std::to_string(flags) + ">";
   switch (p.kind) {
     case ParamKind::kArray:
@@ -160,7 +161,10 @@ std::string describe_signature(const KernelDecl& decl, const SpecKey& key) {
           os << dtype_name(s.dtype);
         else
           os << "Array<" << cv << dtype_name(s.dtype) << ", " << int(s.rank) << ", "
-             << ((s.flags & kContiguousFlag) ? "contiguous" : "strided") << ">";
+             << ((s.flags & kContiguousFlag) ? "contiguous" : "strided")
+             // The usual case (aligned, 32-bit offsets) is left unsaid.
+             << ((s.flags & kAligned16Flag) ? "" : ", unaligned")
+             << ((s.flags & kIndex32Flag) ? "" : ", 64-bit index") << ">";
       }
     }
   }

@@ -1,7 +1,7 @@
 // torch_cudajit: the specialization key and the code that instantiates a kernel for one key.
 // A key is the target architecture plus one 4-byte ArgSig per kernel parameter (kind, dtype,
-// rank, layout flags). New properties (16-byte alignment, 32-bit indexability) become new
-// layout flag bits, which the device header reads from cj::Layout<Flags>.
+// rank, layout flags: contiguity, 16-byte alignment, 32-bit indexability), which the device
+// header reads from cj::Layout<Flags>.
 #pragma once
 
 #include "reflection.h"
@@ -27,8 +27,11 @@ enum class TypeCode : int8_t {
 /// What an argument is, as far as specialization is concerned.
 enum class ArgKind : uint8_t { kNone = 0, kTensor, kInt, kFloat, kBool, kComplex, kBytes };
 
-/// Layout flag bits of a tensor argument (mirrors cj::Layout<Flags>).
-enum LayoutFlags : uint8_t { kContiguousFlag = 1 };
+/// Layout flag bits of a tensor argument (mirrors cj::Layout<Flags>): row-major contiguous, a
+/// 16-byte aligned data pointer (vector loads), every element offset below 2^31 (32-bit index
+/// arithmetic).
+enum LayoutFlags : uint8_t { kContiguousFlag = 1, kAligned16Flag = 2, kIndex32Flag = 4 };
+constexpr uint8_t kKnownLayoutFlags = kContiguousFlag | kAligned16Flag | kIndex32Flag;
 
 /// One argument's part of a specialization key.
 struct ArgSig {

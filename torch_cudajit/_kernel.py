@@ -199,7 +199,7 @@ class _Launch:
         ``kernel[grid, block]``."""
         return _OpIndexer(self._kernel)
 
-    def _configure(self, config):
+    def _configure(self, config, warn=True):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
             raise ValueError(
                 f"kernel '{self.name}': the launch configuration must be [grid, block], "
@@ -210,7 +210,8 @@ class _Launch:
         if not isinstance(shared_mem, int) or isinstance(shared_mem, bool):
             raise TypeError(f"shared_mem must be an int, got {type(shared_mem).__name__}")
         launcher = _C.Launcher(self._core, grid, block, stream_handle(stream), shared_mem,
-                               self._fixed, self._launch_slow, self._occupancy_warning(grid, block))
+                               self._fixed, self._launch_slow,
+                               self._occupancy_warning(grid, block) if warn else "")
         if self._kernel._extensions:
             launcher = _ExtensionLauncher(self._kernel, launcher, stream)
         try:
@@ -334,7 +335,11 @@ class _Launch:
                 f"TORCH_CUDAJIT_LOW_OCCUPANCY_WARNINGS=0 to turn this warning off.")
 
     def forall(self, ntasks: int, stream=None, shared_mem: int = 0):
-        """A 1-D launch over `ntasks` threads, with the block size chosen by the occupancy API."""
+        """A 1-D launch over `ntasks` tasks. The block size comes from the occupancy API (256
+        threads where that keeps the same occupancy). A kernel that calls cj::for_each or
+        cj::elementwise loops over the grid, so it gets at most one full wave of resident blocks;
+        any other kernel gets enough blocks for one thread per task. Never warns about low
+        occupancy: a small grid here means little work."""
         if not isinstance(ntasks, int) or ntasks < 1:
             raise ValueError(f"forall: ntasks must be a positive int, got {ntasks!r}")
         return _ForAll(self, ntasks, stream, shared_mem)
@@ -453,9 +458,15 @@ class _ForAll:
     def __call__(self, *args, **kwargs):
         k = self._kernel
         bound = tuple(coerce(a) for a in k._kernel._bind(args, kwargs))
-        block = k._core.forall_block(bound)
-        grid = math.ceil(self._ntasks / block)
-        k[grid, block, self._stream, self._shared_mem](*bound)
+        block, wave = k._core.forall_config(bound)
+        grid = -(-self._ntasks // block)
+        if wave:
+            grid = min(grid, wave)
+        config = (grid, block, self._stream, self._shared_mem)
+        launcher = k._launchers.get(config) if not k._kernel._extensions else None
+        if launcher is None:
+            launcher = k._configure(config, warn=False)
+        launcher(*bound)
 
 
 class Kernel(_Launch):

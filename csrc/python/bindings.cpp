@@ -651,11 +651,12 @@ PYBIND11_MODULE(_C, m) {
                                              int device, int threads, int64_t dynamic_shared) {
              return d.max_cooperative_grid_blocks(*spec, device, threads, dynamic_shared);
            })
-      .def("forall_block", [](Dispatcher& d, py::tuple args) {
+      .def("forall_config", [](Dispatcher& d, py::tuple args) {
              int device = 0;
              const SpecKey key = key_of(d, args, 0, &device);
-             return d.forall_block(*get_or_compile(d, key), device);
-           });
+             return d.forall_config(*get_or_compile(d, key), device);
+           })
+      .def_property_readonly("grid_strides", &Dispatcher::grid_strides);
 
   py::class_<Launcher, std::shared_ptr<Launcher>>(m, "Launcher", gc_tracks_fallback<Launcher>())
       .def(py::init([](std::shared_ptr<Dispatcher> d, py::object grid, py::object block,

@@ -495,7 +495,7 @@ __global__ void twice(cj::Array<float, 1> out, cj::Array<const float, 1> in) {
   EXPECT_TRUE(at::allclose(out.cpu(), (in * 2).cpu()));
   auto specs = kernel.dispatcher().specializations();
   ASSERT_EQ(specs.size(), 1u);
-  int block = kernel.dispatcher().forall_block(*specs[0], static_cast<int>(in.get_device()));
+  int block = kernel.dispatcher().forall_config(*specs[0], static_cast<int>(in.get_device())).first;
   EXPECT_GE(block, 32);
   EXPECT_LE(block, 1024);
 }

@@ -185,8 +185,10 @@ def test_layout_is_part_of_the_instantiation(arch):
     a = k.compile(torch.empty(3, 3), torch.empty(3, 3), arch=arch)
     b = k.compile(torch.empty(3, 3), torch.empty(3, 3).t(), arch=arch)
     assert a.lowered_name != b.lowered_name
-    # cj::Layout<1> (contiguous) vs cj::Layout<0> (strided) in the mangled names
-    assert "ILi0EE" not in a.lowered_name and "ILi0EE" in b.lowered_name
+    # cj::Layout<7> (contiguous, 16-byte aligned, 32-bit offsets) vs cj::Layout<6> (strided,
+    # aligned, 32-bit offsets) in the mangled names
+    assert "LayoutILi7EE" in a.lowered_name and "ILi6EE" not in a.lowered_name
+    assert "LayoutILi7EE" in b.lowered_name and "ILi6EE" in b.lowered_name
 
 
 def test_meta_and_cpu_exemplars_share_a_specialization(arch):

@@ -118,6 +118,18 @@ struct Index {
       : value(static_cast<long long>(i)), file(f), line(l) {}
 };
 
+/// A flat element position for Array::load/store: in debug mode it remembers the caller's file
+/// and line like Index.
+using FlatIndex = Index;
+__device__ __forceinline__ long long flat_value(const Index& cj_i) { return cj_i.value; }
+
+/// Debug mode: a vector access must start at a multiple of its width and stay inside the array.
+__device__ __noinline__ inline bool check_vector(const Index& cj_at, int cj_width, long long cj_numel) {
+  if (cj_at.value >= 0 && cj_at.value % cj_width == 0 && cj_at.value + cj_width <= cj_numel) return true;
+  report_bounds(cj_at.file, cj_at.line, 0, 1, cj_at.value, &cj_numel);
+  return false;
+}
+
 }  // namespace detail
 }  // namespace cj
 
@@ -132,19 +144,45 @@ struct Index {
 
 namespace cj {
 
-/// Layout tag of an Array. Bit 0: contiguous (row-major). Later bits are reserved for
-/// properties such as 16-byte alignment and 32-bit indexability.
+/// Layout tag of an Array, set by the plugin from each tensor argument (csrc/specialization.h:
+/// LayoutFlags). Bit 0: contiguous (row-major). Bit 1: the data pointer is 16-byte aligned.
+/// Bit 2: every element's offset fits in a 32-bit int, so indexing uses 32-bit arithmetic.
 template <int Flags>
 struct Layout {
   static constexpr int flags = Flags;
   static constexpr bool contiguous = (Flags & 1) != 0;
+  static constexpr bool aligned16 = (Flags & 2) != 0;
+  static constexpr bool index32 = (Flags & 4) != 0;
 };
 using Strided = Layout<0>;
 using Contiguous = Layout<1>;
 
+/// V elements of type T as one aligned unit: what Array::load and Array::store move in a single
+/// memory access.
+template <class CjT, int CjV>
+struct alignas(sizeof(CjT) * CjV <= 16 ? sizeof(CjT) * CjV : 16) Vec {
+  CjT v[CjV];
+  __device__ __forceinline__ CjT& operator[](int cj_k) { return v[cj_k]; }
+  __device__ __forceinline__ const CjT& operator[](int cj_k) const { return v[cj_k]; }
+};
+
 namespace detail {
 template <bool CjCond, class CjT = void> struct enable_if {};
 template <class CjT> struct enable_if<true, CjT> { using type = CjT; };
+template <class CjT> struct remove_const { using type = CjT; };
+template <class CjT> struct remove_const<const CjT> { using type = CjT; };
+#if !defined(CJ_DEBUG)
+using FlatIndex = long long;
+__device__ __forceinline__ long long flat_value(long long cj_i) { return cj_i; }
+#endif
+template <bool CjSmall> struct offset_type { using type = long long; };
+template <> struct offset_type<true> { using type = int; };
+/// Whether V elements of T at a multiple of V from a 16-byte aligned pointer form one access.
+template <class CjT, int CjV>
+__device__ constexpr bool vector_ok(bool cj_aligned16) {
+  return cj_aligned16 && CjV > 1 && (sizeof(CjT) * CjV == 2 || sizeof(CjT) * CjV == 4 ||
+                                     sizeof(CjT) * CjV == 8 || sizeof(CjT) * CjV == 16);
+}
 }  // namespace detail
 
 /// A view of a torch tensor inside a kernel: data pointer, shape and strides in elements.
@@ -170,19 +208,76 @@ struct Array {
     return n;
   }
 
+  /// The element offset of an index: row-major from the shape for contiguous arrays, from the
+  /// strides otherwise; in 32-bit arithmetic when the layout says every offset fits.
   template <class... I>
   __device__ __forceinline__ long long offset(I... idx) const {
     static_assert(sizeof...(I) == N, "cj::Array: number of indices must equal the rank");
-    const long long i[N] = {static_cast<long long>(idx)...};
-    long long off = 0;
+    using CjOff = typename detail::offset_type<L::index32>::type;
+    const CjOff i[N] = {static_cast<CjOff>(idx)...};
+    CjOff off = 0;
     if constexpr (L::contiguous) {
 #pragma unroll
-      for (int d = 0; d < N; ++d) off = off * shape_[d] + i[d];
+      for (int d = 0; d < N; ++d) off = off * static_cast<CjOff>(shape_[d]) + i[d];
     } else {
 #pragma unroll
-      for (int d = 0; d < N; ++d) off += i[d] * strides_[d];
+      for (int d = 0; d < N; ++d) off += i[d] * static_cast<CjOff>(strides_[d]);
     }
     return off;
+  }
+
+  /// The offset of the element at position `flat` in row-major order (the order of numel()).
+  __device__ __forceinline__ long long flat_offset(long long cj_flat) const {
+    using CjOff = typename detail::offset_type<L::index32>::type;
+    if constexpr (L::contiguous) {
+      return cj_flat;
+    } else {
+      CjOff cj_rest = static_cast<CjOff>(cj_flat), cj_off = 0;
+#pragma unroll
+      for (int d = N - 1; d >= 0; --d) {
+        const CjOff cj_n = static_cast<CjOff>(shape_[d]);
+        cj_off += (cj_rest % cj_n) * static_cast<CjOff>(strides_[d]);
+        cj_rest /= cj_n;
+      }
+      return cj_off;
+    }
+  }
+
+  /// V consecutive elements starting at row-major position `flat` (a multiple of V), for a
+  /// contiguous array: one V * sizeof(T)-byte access when the layout says the data is 16-byte
+  /// aligned and V * sizeof(T) is 2, 4, 8 or 16, else V scalar accesses.
+  template <int CjV>
+  __device__ __forceinline__ Vec<typename detail::remove_const<T>::type, CjV> load(detail::FlatIndex cj_at) const {
+    static_assert(L::contiguous, "cj::Array::load needs a contiguous array");
+    using CjE = typename detail::remove_const<T>::type;
+    const long long cj_flat = detail::flat_value(cj_at);
+#if defined(CJ_DEBUG)
+    if (!detail::check_vector(cj_at, CjV, numel())) return Vec<CjE, CjV>{};
+#endif
+    if constexpr (detail::vector_ok<CjE, CjV>(L::aligned16)) {
+      return *reinterpret_cast<const Vec<CjE, CjV>*>(data_ + cj_flat);
+    } else {
+      Vec<CjE, CjV> cj_v;
+#pragma unroll
+      for (int cj_k = 0; cj_k < CjV; ++cj_k) cj_v[cj_k] = data_[cj_flat + cj_k];
+      return cj_v;
+    }
+  }
+
+  /// Stores V consecutive elements at row-major position `flat` (see load).
+  template <int CjV>
+  __device__ __forceinline__ void store(detail::FlatIndex cj_at, const Vec<T, CjV>& cj_v) const {
+    static_assert(L::contiguous, "cj::Array::store needs a contiguous array");
+    const long long cj_flat = detail::flat_value(cj_at);
+#if defined(CJ_DEBUG)
+    if (!detail::check_vector(cj_at, CjV, numel())) return;
+#endif
+    if constexpr (detail::vector_ok<T, CjV>(L::aligned16)) {
+      *reinterpret_cast<Vec<T, CjV>*>(data_ + cj_flat) = cj_v;
+    } else {
+#pragma unroll
+      for (int cj_k = 0; cj_k < CjV; ++cj_k) data_[cj_flat + cj_k] = cj_v[cj_k];
+    }
   }
 
 #if !defined(CJ_DEBUG)
@@ -251,6 +346,79 @@ struct Array<T, 0, L> {
   __device__ __forceinline__ long long numel() const { return 1; }
   __device__ __forceinline__ T& operator()() const { return *data_; }
 };
+
+namespace detail {
+template <class... CjT>
+__device__ constexpr int max_size() {
+  int cj_m = 1;
+  ((cj_m = static_cast<int>(sizeof(CjT)) > cj_m ? static_cast<int>(sizeof(CjT)) : cj_m), ...);
+  return cj_m;
+}
+/// out_vec[k] = f(in_vecs[k]...): the loads are the call's arguments, so they are all issued
+/// before the first use.
+template <class CjO, int CjV, class CjF, class... CjVs>
+__device__ __forceinline__ Vec<CjO, CjV> apply_lanes(CjF& cj_f, const CjVs&... cj_vs) {
+  Vec<CjO, CjV> cj_r;
+#pragma unroll
+  for (int cj_k = 0; cj_k < CjV; ++cj_k) cj_r[cj_k] = static_cast<CjO>(cj_f(cj_vs[cj_k]...));
+  return cj_r;
+}
+}  // namespace detail
+
+/// Calls f(i) for every i in [0, n), spread over the whole grid (a grid-stride loop), so any
+/// grid covers the work: kernel.forall(n) launches one full wave of resident blocks.
+template <class CjF>
+__device__ __forceinline__ void for_each(long long cj_n, CjF cj_f) {
+  const long long cj_threads = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long cj_i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; cj_i < cj_n;
+       cj_i += cj_threads)
+    cj_f(cj_i);
+}
+
+/// out[i] = f(in[i]...) for every element, in row-major order, spread over the whole grid.
+/// When every array is contiguous and 16-byte aligned (the key's layout flags), each thread moves
+/// 16-byte vectors, several per loop iteration; 32-bit indices when every array allows them;
+/// element by element through the strides otherwise. Arrays must have out's shape.
+///
+///   cj::elementwise(out, [=](T x, T y) { return a * x + y; }, x, y);
+template <class CjF, class CjO, int CjN, class CjLO, class... CjI, class... CjLI>
+__device__ __forceinline__ void elementwise(const Array<CjO, CjN, CjLO>& cj_out, CjF cj_f,
+                                            const Array<CjI, CjN, CjLI>&... cj_in) {
+  constexpr bool kVector = CjLO::contiguous && CjLO::aligned16 &&
+                           ((CjLI::contiguous && CjLI::aligned16) && ...);
+  using CjIdx = typename detail::offset_type<(CjLO::index32 && ... && CjLI::index32)>::type;
+  constexpr int kLanes = 16 / detail::max_size<CjO, CjI...>() > 0 ? 16 / detail::max_size<CjO, CjI...>() : 1;
+  constexpr int kUnroll = 4;  // vectors in flight per thread and iteration
+  const CjIdx cj_n = static_cast<CjIdx>(cj_out.numel());
+#if defined(CJ_DEBUG)
+  cj_assert(((cj_in.numel() == cj_out.numel()) && ...), "cj::elementwise: arrays of different sizes");
+#endif
+  const CjIdx cj_threads = static_cast<CjIdx>(gridDim.x) * static_cast<CjIdx>(blockDim.x);
+  const CjIdx cj_tid =
+      static_cast<CjIdx>(blockIdx.x) * static_cast<CjIdx>(blockDim.x) + static_cast<CjIdx>(threadIdx.x);
+  if constexpr (kVector && kLanes > 1) {
+    const CjIdx cj_vectors = cj_n / kLanes;
+    CjIdx cj_j = cj_tid;
+    for (; cj_j + (kUnroll - 1) * cj_threads < cj_vectors; cj_j += kUnroll * cj_threads) {
+      Vec<CjO, kLanes> cj_r[kUnroll];
+#pragma unroll
+      for (int cj_u = 0; cj_u < kUnroll; ++cj_u)
+        cj_r[cj_u] = detail::apply_lanes<CjO, kLanes>(
+            cj_f, cj_in.template load<kLanes>((cj_j + cj_u * cj_threads) * kLanes)...);
+#pragma unroll
+      for (int cj_u = 0; cj_u < kUnroll; ++cj_u)
+        cj_out.template store<kLanes>((cj_j + cj_u * cj_threads) * kLanes, cj_r[cj_u]);
+    }
+    for (; cj_j < cj_vectors; cj_j += cj_threads)
+      cj_out.template store<kLanes>(
+          cj_j * kLanes, detail::apply_lanes<CjO, kLanes>(cj_f, cj_in.template load<kLanes>(cj_j * kLanes)...));
+    for (CjIdx cj_i = cj_vectors * kLanes + cj_tid; cj_i < cj_n; cj_i += cj_threads)
+      cj_out.data()[cj_i] = static_cast<CjO>(cj_f(cj_in.data()[cj_i]...));
+  } else {
+    for (CjIdx cj_i = cj_tid; cj_i < cj_n; cj_i += cj_threads)
+      cj_out.data()[cj_out.flat_offset(cj_i)] = static_cast<CjO>(cj_f(cj_in.data()[cj_in.flat_offset(cj_i)]...));
+  }
+}
 
 /// complex64 / complex128 element type, layout-compatible with torch's complex dtypes.
 template <class T>

@@ -1,0 +1,234 @@
+"""Layout properties in the key (16-byte alignment, 32-bit indexability), the device helpers
+(Array::load/store, cj::for_each, cj::elementwise) and forall's launch shape. CPU tests compile
+for sm_90 and read the PTX; GPU tests check results against torch."""
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+import torch
+
+import torch_cudajit as cj
+from _support import FLOAT_DTYPES, poison_, random_values
+
+AXPY = r"""
+template <typename T>
+__global__ void axpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, cj::Array<const T, 1> y, float a) {
+  cj::elementwise(out, [=](T xi, T yi) { return T(a * float(xi) + float(yi)); }, x, y);
+}
+"""
+
+ROWSUM_2D = r"""
+template <typename T>
+__global__ void add2d(cj::Array<T, 2> out, cj::Array<const T, 2> x, cj::Array<const T, 2> y) {
+  cj::elementwise(out, [](T a, T b) { return T(a + b); }, x, y);
+}
+"""
+
+VEC = r"""
+__global__ void scale4(cj::Array<float, 1> out, cj::Array<const float, 1> x, float a) {
+  long long i = 4 * (blockIdx.x * (long long)blockDim.x + threadIdx.x);
+  if (i + 3 < x.size(0)) {
+    cj::Vec<float, 4> v = x.load<4>(i);
+    for (int k = 0; k < 4; ++k) v[k] *= a;
+    out.store<4>(i, v);
+  }
+}
+"""
+
+README = r"""
+template <typename T>
+__global__ void axpy_readme(cj::Array<T, 1> out, cj::Array<const T, 1> x, cj::Array<const T, 1> y, float a) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < out.size(0)) out[i] = T(a * float(x[i]) + float(y[i]));
+}
+"""
+
+
+def meta(n, dtype=torch.float32):
+    return torch.empty(n, device="meta", dtype=dtype)
+
+
+def vector_loads(ptx):
+    return len(re.findall(r"ld\.global(?:\.nc)?\.v\d\.", ptx))
+
+
+# -- the key ------------------------------------------------------------------------------------
+
+
+def test_alignment_and_index_width_are_in_the_key():
+    k = cj.jit(AXPY)
+    base = torch.randn(65)  # CPU tensors stand for their layout with arch=
+    aligned, unaligned = base[:64], base[1:]
+    assert aligned.data_ptr() % 16 == 0 and unaligned.data_ptr() % 16 != 0
+    k.compile(aligned, aligned, aligned, 2.0, arch="sm_90")
+    k.compile(unaligned, aligned, aligned, 2.0, arch="sm_90")
+    huge = meta(2 ** 31 + 1)
+    k.compile(huge, huge, huge, 2.0, arch="sm_90")
+    assert k.signatures == [
+        "(Array<float32, 1, contiguous>, Array<const float32, 1, contiguous>, "
+        "Array<const float32, 1, contiguous>, float)",
+        "(Array<float32, 1, contiguous, unaligned>, Array<const float32, 1, contiguous>, "
+        "Array<const float32, 1, contiguous>, float)",
+        "(Array<float32, 1, contiguous, 64-bit index>, Array<const float32, 1, contiguous, "
+        "64-bit index>, Array<const float32, 1, contiguous, 64-bit index>, float)",
+    ]
+
+
+def test_strided_offsets_decide_the_index_width():
+    k = cj.jit(ROWSUM_2D)
+    # The same 2^30 elements; rows 2^31 elements apart put the farthest offset past 2^31.
+    near = torch.empty_strided((2, 2 ** 29), (2 ** 29, 1), device="meta")
+    far = torch.empty_strided((2, 2 ** 29), (2 ** 31, 1), device="meta")
+    k.compile(near, near, near, arch="sm_90")
+    k.compile(far, near, near, arch="sm_90")
+    assert "64-bit index" not in k.signatures[0]
+    assert k.signatures[1].startswith("(Array<float32, 2, strided, 64-bit index>, Array<const float32, 2, contiguous>")
+
+
+@pytest.mark.parametrize("dtype, lanes", [(torch.float32, 4), (torch.float16, 8), (torch.bfloat16, 8),
+                                          (torch.float64, 2)], ids=["float32", "float16", "bfloat16", "float64"])
+def test_elementwise_vectorizes_aligned_contiguous_arrays(dtype, lanes):
+    k = cj.jit(AXPY)
+    x = torch.empty(64, dtype=dtype)
+    ptx = k.compile(x, x, x, 2.0, arch="sm_90").ptx
+    assert vector_loads(ptx) >= 2, ptx  # x and y as 16-byte vectors
+    assert re.search(r"st\.global\.v\d\.", ptx)
+    unaligned = torch.empty(65, dtype=dtype)[1:]
+    ptx = k.compile(unaligned, x, x, 2.0, arch="sm_90").ptx
+    assert vector_loads(ptx) == 0
+
+
+def test_elementwise_strided_arrays_index_through_strides():
+    k = cj.jit(ROWSUM_2D)
+    t = torch.empty(8, 16).t()
+    c = k.compile(t, t, t, arch="sm_90")
+    assert "strided" in c.signature and vector_loads(c.ptx) == 0
+
+
+def test_index32_uses_32_bit_offsets():
+    k = cj.jit(README)
+    small, big = meta(1024), meta(2 ** 31 + 8)
+    ptx_small = k.compile(small, small, small, 2.0, arch="sm_90").ptx
+    ptx_big = k.compile(big, big, big, 2.0, arch="sm_90").ptx
+    # 64-bit offsets are multiplied with mul.wide or 64-bit mad/shl; 32-bit ones need only
+    # the final widening of the byte offset.
+    assert ptx_small != ptx_big
+    assert ptx_small.count("mul.wide.s32") >= ptx_big.count("mul.wide.s32")
+
+
+def test_load_store_compile_to_vector_accesses():
+    k = cj.jit(VEC)
+    x = torch.empty(64)
+    ptx = k.compile(x, x, 2.0, arch="sm_90").ptx
+    assert re.search(r"ld\.global(?:\.nc)?\.v4\.f32", ptx) and re.search(r"st\.global\.v4\.f32", ptx)
+    unaligned = torch.empty(65)[1:]
+    ptx = k.compile(unaligned, unaligned, 2.0, arch="sm_90").ptx
+    assert not re.search(r"\.v4\.", ptx)
+
+
+def test_load_of_a_strided_array_does_not_compile():
+    k = cj.jit(VEC)
+    with pytest.raises(cj.CompileError, match="cj::Array::load needs a contiguous array"):
+        k.compile(torch.empty(64), torch.empty(128)[::2], 2.0, arch="sm_90")
+
+
+def test_grid_stride_detection():
+    assert cj.jit(AXPY)._core.grid_strides
+    assert not cj.jit(README)._core.grid_strides
+    # Reading gridDim is not enough: the kernel may still give each thread one task.
+    k = cj.jit("__global__ void k(float* o) { if (blockIdx.x == gridDim.x - 1) o[threadIdx.x] = 1.0f; }")
+    assert not k._core.grid_strides
+
+
+# -- on the GPU ----------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + [torch.int32], ids=str)
+@pytest.mark.parametrize("n", [1, 7, 1000, 1 << 20], ids=lambda n: f"n{n}")
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "offset"])
+def test_elementwise_matches_torch(device, dtype, n, offset):
+    k = cj.jit(AXPY)
+    x = random_values([n + offset], dtype, device)[offset:]
+    y = random_values([n + offset], dtype, device)[offset:]
+    out = torch.empty(n + offset, dtype=dtype, device=device)[offset:]
+    want = (2.0 * x.float() + y.float()).to(dtype)
+    poison_(out, want)
+    k.forall(n)(out, x, y, 2.0)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
+def test_elementwise_2d_layouts(device, layout):
+    k = cj.jit(ROWSUM_2D)
+    base = random_values([64, 96], torch.float32, device)
+    x = {"contiguous": base[:, :48], "transposed": base.t()[:48, :64].t(), "sliced": base[::2, ::2]}[layout]
+    y = random_values(list(x.shape), torch.float32, device)
+    out = torch.empty_like(y)
+    poison_(out)
+    k[4, 64](out, x, y)
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_forall_caps_grid_stride_kernels_at_one_wave(device):
+    k = cj.jit(AXPY)
+    n = 1 << 24
+    x = random_values([n], torch.float32, device)
+    out = torch.empty_like(x)
+    poison_(out)
+    k.forall(n)(out, x, x, 1.0)
+    torch.testing.assert_close(out, 2 * x)
+    (grid, block, *_), = [c for c in k._launchers]
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    assert grid <= sms * (2048 // block) and grid < n // block
+
+
+@pytest.mark.gpu
+def test_forall_covers_one_element_per_thread_kernels(device):
+    k = cj.jit(README)
+    n = (1 << 22) + 3
+    x = random_values([n], torch.float32, device)
+    out = torch.empty_like(x)
+    poison_(out)
+    k.forall(n)(out, x, x, 1.0)
+    torch.testing.assert_close(out, 2 * x)
+    (grid, block, *_), = [c for c in k._launchers]
+    assert grid * block >= n and block <= 1024
+
+
+@pytest.mark.gpu
+def test_forall_never_warns_about_small_work(device, monkeypatch):
+    monkeypatch.setenv("TORCH_CUDAJIT_LOW_OCCUPANCY_WARNINGS", "1")
+    k = cj.jit(README)
+    x = random_values([100], torch.float32, device)
+    out = torch.empty_like(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k.forall(100)(out, x, x, 1.0)
+    with pytest.warns(cj.LowOccupancyWarning):
+        k[1, 128](out, x, x, 1.0)
+
+
+@pytest.mark.gpu
+def test_vector_load_store(device):
+    k = cj.jit(VEC)
+    x = random_values([1024], torch.float32, device)
+    out = torch.empty_like(x)
+    poison_(out)
+    k[1, 256](out, x, 3.0)
+    torch.testing.assert_close(out, 3.0 * x)
+
+
+@pytest.mark.gpu
+def test_debug_mode_checks_vector_accesses(device):
+    k = cj.jit(r"""
+__global__ void k(cj::Array<float, 1> out, cj::Array<const float, 1> x) {
+  out.store<4>(2, x.load<4>(0));
+}""", debug=True)
+    x = random_values([8], torch.float32, device)
+    with pytest.raises(cj.KernelAssertionError, match="index 2"):
+        k[1, 1](torch.empty_like(x), x)
