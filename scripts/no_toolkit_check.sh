@@ -18,7 +18,7 @@ for d in /usr/local/cuda /usr/local/cuda-*; do
   [[ -d $d ]] && mount --bind "$WORK/empty" "$d"
 done
 unset CUDA_HOME CUDA_PATH
-export PATH=$(echo "$PATH" | tr : '\n' | grep -v cuda | paste -sd:)
+export PATH=$(echo "$PATH" | tr : '\n' | grep -v '^/usr/local/cuda' | paste -sd:)
 # (Links into the toolkit, such as /usr/local/bin/nvcc, now dangle.)
 if nvcc --version > /dev/null 2>&1 || [[ -e /usr/local/cuda/include/cuda.h ]]; then
   echo "the CUDA toolkit is still visible"; exit 1
