@@ -2,9 +2,8 @@
 #include "dispatcher.h"
 
 #include <c10/core/GradMode.h>
-#include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -45,12 +44,13 @@ bool is_integer_literal(const std::string& s) {
 class DeviceScope {
  public:
   explicit DeviceScope(int device) {
-    if (c10::cuda::current_device() != device) guard_.set_index(static_cast<c10::DeviceIndex>(device));
+    if (detail::current_cuda_device() != device)
+      guard_.reset_device(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
     ensure_context(device);
   }
 
  private:
-  c10::cuda::OptionalCUDAGuard guard_;
+  c10::OptionalDeviceGuard guard_;
 };
 
 uint32_t align_up(uint32_t v, uint32_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
@@ -200,6 +200,27 @@ void Dispatcher::fail_param(size_t i, const std::string& what) const {
                    decl_->name, "' ", what);
 }
 
+namespace detail {
+
+// torch's CUDA device and stream through its device-generic guard interface (registered by
+// libc10_cuda), so the core needs no CUDA runtime headers: NVIDIA's wheels ship those only with
+// nvidia-cuda-crt, which torch does not bring.
+const c10::impl::DeviceGuardImplInterface* cuda_guard_impl() {
+  static const c10::impl::DeviceGuardImplInterface* impl =
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+  return impl;
+}
+
+int current_cuda_device() { return cuda_guard_impl()->getDevice().index(); }
+
+CUstream current_cuda_stream(int device) {
+  const c10::Stream s = cuda_guard_impl()->getStream(
+      c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
+  return static_cast<CUstream>(s.native_handle());
+}
+
+}  // namespace detail
+
 namespace {
 // The alignment and index-width bits of a tensor's key: 16-byte aligned data, and every element
 // offset (numel, and the farthest strided offset) below 2^31.
@@ -312,7 +333,7 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
   if (arch > 0) {
     key.arch = arch;
   } else {
-    if (dev < 0) dev = c10::cuda::current_device();
+    if (dev < 0) dev = detail::current_cuda_device();
     key.arch = device_limits(dev).compute_capability;
   }
   if (device) *device = dev;
@@ -667,9 +688,7 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
         break;
     }
   }
-  CUstream stream = cfg.has_stream
-                        ? cfg.stream
-                        : c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+  CUstream stream = cfg.has_stream ? cfg.stream : detail::current_cuda_stream(device);
   // Debug mode: clear the failure record on the launch's stream, so that a failure recorded
   // by an earlier launch (another stream, a graph replay) is never reported for this one.
   std::pair<CUdeviceptr, size_t> debug_record{0, 0};

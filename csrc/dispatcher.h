@@ -20,6 +20,14 @@
 
 namespace torch_cudajit {
 
+namespace detail {
+/// torch's current CUDA device.
+int current_cuda_device();
+/// torch's current CUDA stream on a device (what torch.cuda.current_stream() returns there).
+CUstream current_cuda_stream(int device);
+}  // namespace detail
+
+
 /// One launch argument, converted from Python or from an IValue.
 struct Arg {
   ArgKind kind = ArgKind::kNone;

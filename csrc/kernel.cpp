@@ -1,7 +1,6 @@
 // torch_cudajit: the C++ Kernel API and extension application (see kernel.h).
 #include "kernel.h"
 
-#include <c10/cuda/CUDAStream.h>
 
 namespace torch_cudajit {
 
@@ -57,7 +56,8 @@ void Kernel::launch(const LaunchConfig& config, const std::vector<c10::IValue>& 
   std::vector<c10::IValue> storage;
   std::vector<std::function<void()>> after;
   // Extensions see the stream the launch will use: the given one or the current torch stream.
-  CUstream stream = config.has_stream ? config.stream : c10::cuda::getCurrentCUDAStream().stream();
+  CUstream stream =
+      config.has_stream ? config.stream : detail::current_cuda_stream(detail::current_cuda_device());
   std::vector<Arg> args = bind(values, stream, storage, after);
   dispatcher_->launch(args.data(), args.size(), config);
   for (auto& f : after) f();
