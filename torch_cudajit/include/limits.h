@@ -1,20 +1,15 @@
 // torch_cudajit: <limits.h> for NVRTC, which ships no C or C++ library headers.
 //
 // The ranges of the integer types (CHAR_BIT, INT_MAX, UINT_MAX, LLONG_MAX, ...) as macros in the
-// global namespace. With libcu++ available they come from <cuda/std/climits>, which defines
-// them unconditionally in NVRTC mode: taking them from there means a kernel that later includes
-// libcu++ or cub does not see them redefined. Without it (C++14, or CUDA headers without CCCL)
-// they are defined here, for NVRTC's LP64 data model. nvcc includes the host <limits.h> into
-// every .cu file, so torch_cudajit's implicit prelude includes this header too.
+// global namespace, for NVRTC's LP64 data model. nvcc includes the host <limits.h> into every
+// .cu file, so torch_cudajit's implicit prelude includes this header too; it therefore pulls in
+// no libcu++ header: those bring internal-linkage definitions into every kernel, which some NVRTC
+// versions name with a per-compile hash (so the same source would not compile to the same bytes).
+// A kernel that later includes libcu++'s <cuda/std/climits> (cub does) may see a warning that
+// a macro was redefined to the same value.
 #pragma once
 
 #if defined(__CUDACC_RTC__)
-
-#include "cj/std_config.h"
-
-#if CJ_STD_LIBCUDACXX && __has_include(<cuda/std/climits>)
-#include <cuda/std/climits>
-#endif
 
 #ifndef CHAR_BIT
 #define CHAR_BIT 8

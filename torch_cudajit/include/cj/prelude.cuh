@@ -20,8 +20,5 @@
 #include "../float.h"
 #include "../limits.h"
 #include "../stddef.h"
-#include "../stdlib.h"
-#include "../cstdlib"
 #include "../stdio.h"
-#include "../string.h"
 #endif
