@@ -62,9 +62,13 @@ uint32_t align_up(uint32_t v, uint32_t a) { return a <= 1 ? v : (v + a - 1) / a 
 void* device_address(const at::Tensor& t) {
   void* host = t.data_ptr();
   if (t.is_cuda() || host == nullptr) return host;
+  // The driver is asked about the storage's start, where the pinned allocation begins; a view
+  // (a slice) keeps its offset from there.
+  char* base = static_cast<char*>(const_cast<void*>(t.storage().data()));
   CUdeviceptr device = 0;
-  CJ_CHECK(cuMemHostGetDevicePointer, &device, host, 0);
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(device));
+  CJ_CHECK(cuMemHostGetDevicePointer, &device, base, 0);
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(device) +
+                                 static_cast<uintptr_t>(static_cast<char*>(host) - base));
 }
 
 std::string hex(uint64_t v) {
