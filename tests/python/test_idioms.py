@@ -662,13 +662,7 @@ def test_vector_kernels_refuse_misaligned_data_at_launch(device, name, dtype, la
 
 @pytest.mark.gpu
 def test_struct_pointee_kernel_against_torch(device):
-    src = r"""
-struct alignas(16) Vec { float v[4]; };
-__global__ void vsum(float* out, const Vec* x, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = ((x[i].v[0] + x[i].v[1]) + x[i].v[2]) + x[i].v[3];
-}"""
-    k = cj.jit(src)
+    k = cj.jit(STRUCT_SUM)
     n = 500
     x = random_values((n, 4), torch.float32, device)
     out = poison_(torch.empty(n, device=device))
@@ -676,3 +670,39 @@ __global__ void vsum(float* out, const Vec* x, int n) {
     torch.cuda.synchronize()
     expected = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
     torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+# -- the GPU tests' kernels compile here, with the arguments they launch with --------------------------
+
+STRUCT_SUM = r"""
+struct alignas(16) Vec { float v[4]; };
+__global__ void vsum(float* out, const Vec* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = ((x[i].v[0] + x[i].v[1]) + x[i].v[2]) + x[i].v[3];
+}"""
+
+
+@pytest.mark.parametrize("name, dtype, lanes, reference", VECTOR_LAUNCHES)
+def test_vector_kernels_compile(name, dtype, lanes, reference):
+    k = cj.jit(VECTOR_KERNELS, name=name)
+    third = 1.5 if name == "scale4" else meta(64, dtype)
+    c = k.compile(meta(64, dtype), meta(64, dtype), third, 64 // lanes, arch=ARCH)
+    assert c.cubin and c.lowered_name
+
+
+@pytest.mark.parametrize("dtype", BIAS_DTYPES)
+def test_bias_add_with_tensors_compiles(dtype):
+    c = cj.jit(BIAS_ADD).compile(*(meta(8, dtype) for _ in range(4)), 8, arch=ARCH)
+    name = dtype_id(dtype)
+    assert c.signature == f"({name}*, const {name}*, const {name}*, {name}*, int)"
+
+
+@pytest.mark.parametrize("source, args", [
+    pytest.param(SCALE_PTR, (meta(8), meta(8), 3.0, 8), id="scale-pointer"),
+    pytest.param(SCALE_ARRAY, (meta(8), meta(8), 3.0), id="scale-array"),
+    pytest.param(SCALE_PTR, (cj.DevicePointer(1 << 20), cj.DevicePointer(1 << 21), 3.0, 8),
+                 id="scale-device-pointers"),
+    pytest.param(STRUCT_SUM, (meta(8), meta(32), 8), id="struct-sum"),
+])
+def test_launch_kernels_compile(source, args):
+    assert cj.jit(source).compile(*args, arch=ARCH).cubin
