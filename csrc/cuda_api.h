@@ -73,6 +73,7 @@
   X(cuMemcpyDtoH)                                 \
   X(cuMemcpyHtoD)                                 \
   X(cuMemsetD8Async)                              \
+  X(cuMemHostGetDevicePointer)                    \
   X(cuStreamSynchronize)                          \
   X(cuStreamIsCapturing)                          \
   X(cuStreamGetCtx)

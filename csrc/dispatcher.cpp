@@ -28,6 +28,7 @@ const char* kind_name(ArgKind k) {
     case ArgKind::kBool: return "bool";
     case ArgKind::kComplex: return "complex";
     case ArgKind::kBytes: return "extension bytes";
+    case ArgKind::kAddress: return "address";
     case ArgKind::kNone: return "nothing";
   }
   return "?";
@@ -54,6 +55,27 @@ class DeviceScope {
 };
 
 uint32_t align_up(uint32_t v, uint32_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
+
+// The address a kernel reaches a tensor's data at: its data pointer for CUDA tensors; for a
+// pinned host tensor (make_key let no other CPU tensor through) the device pointer of its
+// mapping, which CUDA's unified addressing makes equal to the host pointer.
+void* device_address(const at::Tensor& t) {
+  void* host = t.data_ptr();
+  if (t.is_cuda() || host == nullptr) return host;
+  // The driver is asked about the storage's start, where the pinned allocation begins; a view
+  // (a slice) keeps its offset from there.
+  char* base = static_cast<char*>(const_cast<void*>(t.storage().data()));
+  CUdeviceptr device = 0;
+  CJ_CHECK(cuMemHostGetDevicePointer, &device, base, 0);
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(device) +
+                                 static_cast<uintptr_t>(static_cast<char*>(host) - base));
+}
+
+std::string hex(uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
 
 template <class T>
 void store(char* dst, T v) {
@@ -184,6 +206,7 @@ Dispatcher::Dispatcher(std::shared_ptr<const Program> program, std::string kerne
     d.element = type_code_of(p.element);
     d.scalar = type_code_of(p.type.rfind("const ", 0) == 0 ? p.type.substr(6) : p.type);
     if (p.kind == ParamKind::kArray && is_integer_literal(p.rank)) d.rank = std::stoi(p.rank);
+    if (p.kind == ParamKind::kPointer) d.vector = vector_type_of(p.element);
     declared_.push_back(d);
   }
 }
@@ -260,10 +283,18 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
     if (a.kind == ArgKind::kTensor) {
       const at::Tensor& t = *a.tensor;
       if (!t.defined()) fail_param(i, "got an undefined tensor.");
-      if (arch == 0) {
-        if (!t.is_cuda())
+      if (arch == 0 && !t.is_cuda()) {
+        // Pinned host memory is mapped into the device's address space: pointer and Array
+        // parameters reach it through its device address (launch, device_address).
+        const bool addressable = p.kind != ParamKind::kScalar && t.is_cpu();
+        if (!addressable || !t.is_pinned())
           fail_param(i, "got a tensor on " + t.device().str() +
-                            "; kernels take CUDA tensors. Move it with .cuda() or .to('cuda').");
+                            "; kernels take CUDA tensors. Move it with .cuda() or .to('cuda')" +
+                            (addressable ? ", or pin it with .pin_memory(): pointer and cj::Array "
+                                           "parameters take pinned CPU tensors, which the kernel "
+                                           "reads and writes in host memory."
+                                         : "."));
+      } else if (arch == 0) {
         int d = t.get_device();
         if (dev < 0) {
           dev = d;
@@ -281,6 +312,14 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
         if (declared != TypeCode::kUnknown && declared != s.dtype)
           fail_param(i, std::string("takes ") + dtype_name(declared) +
                             " elements, got a tensor of dtype " + dtype_name(s.dtype) + ".");
+      }
+      if (const VectorType* v = declared_[i].vector) {
+        if (v->element != s.dtype)
+          fail_param(i, "points to " + p.element + ", " + std::to_string(v->lanes) + " lane(s) of " +
+                            dtype_name(v->element) + "; got a tensor of dtype " +
+                            dtype_name(s.dtype) + ". Pass a " + dtype_name(v->element) +
+                            " tensor whose size is a multiple of " + std::to_string(v->lanes) +
+                            " elements.");
       }
       switch (p.kind) {
         case ParamKind::kArray:
@@ -314,8 +353,25 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
       }
     } else if (a.kind == ArgKind::kNone) {
       fail_param(i, "got no value.");
+    } else if (a.kind == ArgKind::kAddress) {
+      if (p.kind != ParamKind::kPointer) {
+        const std::string wants = p.kind == ParamKind::kScalar ? "a number" : "a tensor";
+        fail_param(i, std::string(a.is_none ? "got None" : "got a cj.DevicePointer") + "; only raw "
+                      "pointer parameters (T*, const T*) take " +
+                      (a.is_none ? "None (as a NULL pointer)" : "device addresses") +
+                      ". Pass " + wants + ".");
+      }
     } else {
-      if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer)
+      if (p.kind == ParamKind::kPointer && a.kind == ArgKind::kInt) {
+        const std::string v = a.big_unsigned ? std::to_string(a.u) : std::to_string(a.i);
+        fail_param(i, "takes a tensor, got the Python int " + v + ". A raw device address "
+                      "must be wrapped: pass cj.DevicePointer(" + v + "), or None for a NULL "
+                      "pointer.");
+      }
+      if (p.kind == ParamKind::kPointer)
+        fail_param(i, std::string("takes a tensor, None (NULL) or a cj.DevicePointer, got ") +
+                          kind_name(a.kind) + ".");
+      if (p.kind == ParamKind::kArray)
         fail_param(i, std::string("takes a tensor, got ") + kind_name(a.kind) + ".");
       if (p.kind == ParamKind::kAuto && a.kind == ArgKind::kBytes)
         fail_param(i, "is `auto`; extension bytes need a declared parameter type.");
@@ -363,22 +419,42 @@ std::shared_ptr<Specialization> Dispatcher::build(
     const ArgSig& s = key.args[i];
     const Param& p = decl_->params[i];
     Specialization::Slot slot{};
-    slot.code = pr.code;
+    // A pointer's probe describes its pointee; the pointer itself is 8 bytes.
+    const bool pointer = p.kind == ParamKind::kPointer;
+    slot.code = pointer ? TypeCode::kPointer : pr.code;
     slot.rank = s.rank;
-    slot.size = pr.size;
-    slot.offset = offset = align_up(offset, pr.align);
-    offset += pr.size;
+    slot.size = pointer ? uint32_t(sizeof(void*)) : pr.size;
+    slot.offset = offset = align_up(offset, pointer ? uint32_t(alignof(void*)) : pr.align);
+    offset += slot.size;
     switch (s.kind) {
       case ArgKind::kTensor:
         // The parameter's declared kind decides; the probe confirms the size.
         if (p.kind == ParamKind::kArray || p.kind == ParamKind::kAuto) {
           slot.op = PackOp::kArray;
           TORCH_INTERNAL_ASSERT(pr.size == (s.rank ? 8u + 16u * s.rank : 8u), "Array size ", pr.size);
-        } else if (p.kind == ParamKind::kPointer) {
+        } else if (pointer) {
           slot.op = PackOp::kPointer;
-          TORCH_INTERNAL_ASSERT(pr.size == sizeof(void*), "pointer size ", pr.size);
+          // A concrete pointee that is a dtype (a typedef such as scalar_t) must be the tensor's.
+          if (static_cast<int>(pr.code) >= 0 && pr.code != s.dtype)
+            TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' (", p.type,
+                             ") of kernel '", decl_->name, "' points to ", dtype_name(pr.code),
+                             " elements (`", p.element, "` is ", cpp_type_name(pr.code),
+                             "); got a tensor of dtype ", dtype_name(s.dtype), ".");
+          // A vector or struct pointee asks more of the data than the dtype gives.
+          const uint32_t elem = static_cast<uint32_t>(type_size(s.dtype));
+          if (pr.size > 0 && (pr.size != elem || pr.align > elem)) {
+            slot.pointee_size = pr.size;
+            slot.pointee_align = pr.align;
+          }
         } else {
           slot.op = PackOp::kTensorScalar;
+        }
+        break;
+      case ArgKind::kAddress:
+        slot.op = PackOp::kAddress;
+        if (pr.align > 1) {
+          slot.pointee_size = pr.size;
+          slot.pointee_align = pr.align;
         }
         break;
       case ArgKind::kInt: slot.op = PackOp::kInt; break;
@@ -455,7 +531,10 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
           compiled = std::make_shared<const CompiledProgram>(
               compile_cached(*program_, group_requests, opts, options_.cache, &outcome));
         } catch (const CompileError&) {
-          for (size_t j : group) explain_complex_failure(keys[todo[j]], opts);
+          for (size_t j : group) {
+            explain_address_failure(keys[todo[j]]);
+            explain_complex_failure(keys[todo[j]], opts);
+          }
           throw;
         }
         if (outcome == CacheOutcome::kHit) counters_.hits++;
@@ -498,6 +577,80 @@ void Dispatcher::explain_complex_failure(const SpecKey& key, const CompileOption
     }
     fail_param(i, "cannot take a Python complex: for these arguments its type is a real one. "
                   "Pass a real number, or complex tensors so that it becomes complex.");
+  }
+}
+
+void Dispatcher::explain_address_failure(const SpecKey& key) const {
+  // Explicit template arguments may give the element type: the compile error stands then.
+  if (!options_.template_args.empty()) return;
+  const std::vector<std::string> template_names = decl_->template_param_names();
+  for (uint32_t i = 0; i < key.size; ++i) {
+    const Param& p = decl_->params[i];
+    if (key.args[i].kind != ArgKind::kAddress || !p.element_dependent) continue;
+    for (const std::string& name : identifiers_of(p.element)) {
+      if (std::find(template_names.begin(), template_names.end(), name) == template_names.end())
+        continue;
+      // Another argument that is no address may deduce it.
+      bool elsewhere = false;
+      for (uint32_t j = 0; j < key.size && !elsewhere; ++j) {
+        if (j == i || key.args[j].kind == ArgKind::kAddress) continue;
+        for (const std::string& id : identifiers_of(decl_->params[j].type))
+          elsewhere = elsewhere || id == name;
+      }
+      if (!elsewhere)
+        fail_param(i, "got an address (None or a cj.DevicePointer), which has no element type, "
+                      "and its template parameter '" + name + "' appears in no other "
+                      "parameter, so nothing else can deduce it. Pass a tensor of the element "
+                      "type (an empty one will do), or give '" + name +
+                      "' with cj.jit(..., template_args=...).");
+    }
+  }
+}
+
+void Dispatcher::check_pointee(size_t i, const Specialization::Slot& slot, const ArgSig& sig,
+                               const Arg& a, uintptr_t address) const {
+  const uint32_t align = slot.pointee_align, size = slot.pointee_size;
+  const Param& p = decl_->params[i];
+  if (a.kind == ArgKind::kAddress) {
+    if (align > 1 && address % align != 0)
+      fail_value(i, "points to `" + p.element + "` (" + std::to_string(size) + " bytes, " +
+                        std::to_string(align) + "-byte aligned) and needs a " +
+                        std::to_string(align) + "-byte aligned address; got cj.DevicePointer(" +
+                        hex(address) + "), " + std::to_string(address % align) + " bytes past a " +
+                        std::to_string(align) + "-byte boundary.");
+    return;
+  }
+  const at::Tensor& t = *a.tensor;
+  const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+  const bool aligned = align <= 1 || address % align == 0;
+  if (aligned && (size == 0 || nbytes % size == 0)) return;
+  const uint64_t lanes = size / std::max<uint64_t>(1, t.element_size());
+  std::string fix = size % t.element_size() == 0
+                        ? "Use a tensor of a multiple of " + std::to_string(lanes) +
+                              " elements that starts at a multiple of " + std::to_string(lanes) +
+                              " elements of its storage (a fresh tensor is aligned)."
+                        : "Its bytes must hold whole `" + p.element + "` values.";
+  fail_value(i, "points to `" + p.element + "` and needs a tensor whose data is " +
+                    std::to_string(align) + "-byte aligned and whose size is a multiple of " +
+                    std::to_string(size) + " bytes; got a " + dtype_name(sig.dtype) +
+                    " tensor of " + std::to_string(t.numel()) + " elements (" +
+                    std::to_string(nbytes) + " bytes) whose data " +
+                    (aligned ? "is " + std::to_string(align) + "-byte aligned"
+                             : "starts " + std::to_string(address % align) + " bytes past a " +
+                                   std::to_string(align) + "-byte boundary") +
+                    ". " + fix);
+}
+
+void Dispatcher::check_pointees(const Specialization& spec, const Arg* args, size_t n) const {
+  TORCH_INTERNAL_ASSERT(n == spec.slots.size(), "argument count changed after keying");
+  for (size_t i = 0; i < n; ++i) {
+    const Specialization::Slot& slot = spec.slots[i];
+    if (slot.pointee_align == 0 && slot.pointee_size == 0) continue;
+    // Compile-only arguments may be CPU or meta tensors: their own data pointer stands in.
+    const uintptr_t address = args[i].kind == ArgKind::kAddress
+                                  ? static_cast<uintptr_t>(args[i].u)
+                                  : reinterpret_cast<uintptr_t>(args[i].tensor->data_ptr());
+    check_pointee(i, slot, spec.key.args[i], args[i], address);
   }
 }
 
@@ -564,9 +717,13 @@ std::shared_ptr<Specialization> Dispatcher::adopt_foreign(
     const ArgSig& s = key.args[i];
     const ParamKind kind = decl_->params[i].kind;
     const bool array = s.kind == ArgKind::kTensor && (kind == ParamKind::kArray || kind == ParamKind::kAuto);
-    const bool pointer = s.kind == ArgKind::kTensor && kind == ParamKind::kPointer;
-    if ((array && pr.size != (s.rank ? 8u + 16u * s.rank : 8u)) || (pointer && pr.size != sizeof(void*)) ||
-        pr.align == 0 || (pr.align & (pr.align - 1)) != 0 || pr.size > 4096)
+    const bool pow2 = pr.align != 0 && (pr.align & (pr.align - 1)) == 0;
+    // A pointer's probe describes its pointee: 0 and 0 for void, else any size of whole
+    // alignment units.
+    const bool bad = kind == ParamKind::kPointer
+                         ? (pr.size == 0) != (pr.align == 0) || (pr.size != 0 && (!pow2 || pr.size % pr.align != 0))
+                         : (array && pr.size != (s.rank ? 8u + 16u * s.rank : 8u)) || !pow2 || pr.size > 4096;
+    if (bad)
       fail("reports a size of " + std::to_string(pr.size) + " and alignment " +
            std::to_string(pr.align) + " for parameter '" + decl_->params[i].name + "'");
   }
@@ -649,14 +806,25 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
     switch (slot.op) {
       case PackOp::kArray: {
         const at::Tensor& t = *a.tensor;
-        store(dst, t.data_ptr());
+        store(dst, device_address(t));
         const int64_t* sizes = t.sizes().data();
         const int64_t* strides = t.strides().data();
         std::memcpy(dst + 8, sizes, 8u * slot.rank);
         std::memcpy(dst + 8 + 8u * slot.rank, strides, 8u * slot.rank);
         break;
       }
-      case PackOp::kPointer: store(dst, a.tensor->data_ptr()); break;
+      case PackOp::kPointer: {
+        void* address = device_address(*a.tensor);
+        if (slot.pointee_align != 0)
+          check_pointee(i, slot, spec.key.args[i], a, reinterpret_cast<uintptr_t>(address));
+        store(dst, address);
+        break;
+      }
+      case PackOp::kAddress:
+        if (slot.pointee_align != 0)
+          check_pointee(i, slot, spec.key.args[i], a, static_cast<uintptr_t>(a.u));
+        store(dst, a.u);
+        break;
       case PackOp::kTensorScalar: {
         // A 0-d tensor read as a scalar (a device sync for CUDA tensors).
         c10::Scalar v = a.tensor->item();

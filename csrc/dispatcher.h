@@ -39,6 +39,7 @@ struct Arg {
   double imag = 0;          ///< imaginary part of kComplex
   const void* bytes = nullptr;  ///< kBytes: raw parameter bytes from an extension
   size_t nbytes = 0;
+  bool is_none = false;  ///< kAddress from Python's None (u == 0), for messages
 };
 
 /// Launch configuration: grid, block, dynamic shared memory and stream.
@@ -64,7 +65,10 @@ struct KernelOptions {
 };
 
 /// How one parameter is filled at launch.
-enum class PackOp : uint8_t { kArray, kPointer, kTensorScalar, kInt, kFloat, kBool, kComplex, kBytes };
+enum class PackOp : uint8_t {
+  kArray, kPointer, kTensorScalar, kInt, kFloat, kBool, kComplex, kBytes,
+  kAddress,  ///< an address (None, cj.DevicePointer) for a pointer parameter
+};
 
 /// A kernel compiled for one key.
 struct Specialization {
@@ -81,6 +85,11 @@ struct Specialization {
     uint32_t offset;
     uint32_t size;
     bool written;  ///< a tensor bound to a non-const Array or pointer: the kernel may write it
+    /// Pointer slots whose pointee asks more than the tensor's dtype gives (a float4* needs
+    /// 16-byte aligned data whose size is a multiple of 16 bytes): the pointee's size and
+    /// alignment, checked at every launch. 0 when there is nothing to check.
+    uint32_t pointee_size = 0;
+    uint32_t pointee_align = 0;
   };
   std::vector<Slot> slots;
   uint32_t buffer_size = 0;
@@ -165,6 +174,10 @@ class Dispatcher {
   std::shared_ptr<Specialization> adopt_foreign(const SpecKey& key,
                                                 std::shared_ptr<const CompiledProgram> compiled,
                                                 const char* origin);
+  /// Checks what a specialization's pointer parameters need of their arguments' addresses and
+  /// sizes (vector and struct pointees); throws ValueError naming the parameter. launch() does
+  /// this itself; compile() calls it so that a compile-only call reports the same errors.
+  void check_pointees(const Specialization& spec, const Arg* args, size_t n) const;
   /// All compiled specializations, in compile order.
   std::vector<std::shared_ptr<Specialization>> specializations() const;
 
@@ -202,6 +215,12 @@ class Dispatcher {
   /// of template type is what failed (the type resolved to a real one), and returns otherwise.
   void explain_complex_failure(const SpecKey& key, const CompileOptions& opts) const;
   [[noreturn]] void fail_value(size_t i, const std::string& what) const;  // ValueError
+  /// After a failed compile: raises TypeError when an address (None, cj.DevicePointer) was
+  /// given for a pointer whose element type only that argument could have decided.
+  void explain_address_failure(const SpecKey& key) const;
+  /// Checks one pointer argument's address and size against the slot's pointee.
+  void check_pointee(size_t i, const Specialization::Slot& slot, const ArgSig& sig,
+                     const Arg& arg, uintptr_t address) const;
 
   /// What the declaration fixes about each parameter, computed once so that make_key parses
   /// nothing on the hot path.
@@ -209,6 +228,7 @@ class Dispatcher {
     TypeCode element = TypeCode::kUnknown;  ///< Array/pointer element type, if concrete
     TypeCode scalar = TypeCode::kUnknown;   ///< scalar parameter type, if concrete
     int rank = -1;                          ///< Array rank, if a literal
+    const VectorType* vector = nullptr;     ///< pointer to a CUDA vector type (float4*)
   };
 
   std::shared_ptr<const Program> program_;

@@ -22,10 +22,14 @@ Arg to_arg(const c10::IValue& v, size_t position) {
     a.tensor = &v.toTensor();
   } else if (v.isBool() || v.isInt() || v.isDouble() || v.isComplexDouble()) {
     a = scalar_arg(v.toScalar());
+  } else if (v.isNone()) {
+    // A NULL pointer; make_key lets only pointer parameters take it.
+    a.kind = ArgKind::kAddress;
+    a.is_none = true;
   } else {
     TORCH_CHECK_TYPE(false, "torch_cudajit: argument ", position, " is a ", v.tagKind(),
-                     "; kernels take tensors, int, float, bool and complex values (add an "
-                     "extension to pass other types).");
+                     "; kernels take tensors, int, float, bool and complex values, and None "
+                     "(NULL) for pointer parameters (add an extension to pass other types).");
   }
   return a;
 }
@@ -68,7 +72,9 @@ std::shared_ptr<Specialization> Kernel::compile(const std::vector<c10::IValue>& 
   std::vector<std::function<void()>> after;
   std::vector<Arg> args = bind(values, nullptr, storage, after);
   SpecKey key = dispatcher_->make_key(args.data(), args.size(), nullptr, arch);
-  return dispatcher_->get(key);
+  std::shared_ptr<Specialization> spec = dispatcher_->get(key);
+  dispatcher_->check_pointees(*spec, args.data(), args.size());
+  return spec;
 }
 
 }  // namespace torch_cudajit

@@ -134,6 +134,32 @@ std::string missing_header_hint(const std::string& log, const std::string& cuda)
   return "";
 }
 
+std::string first_error(const std::string& log) {
+  std::istringstream is(log);
+  std::string line, out;
+  bool in_error = false;
+  while (std::getline(is, line)) {
+    if (in_error) {
+      // Only the argument list of a failed overload resolution belongs to the error; the code
+      // excerpt and the candidates follow in the full log.
+      const size_t at = line.find("argument types are: (");
+      if (at == std::string::npos) break;
+      std::string types = line.substr(at);
+      const std::string tag = "cj::detail::priority<1>, ";
+      const size_t t = types.find(tag);
+      if (t != std::string::npos) types.erase(t, tag.size());
+      out += "\n    " + types;
+      break;
+    }
+    const bool error = line.find(": error: ") != std::string::npos ||
+                       line.find(": catastrophic error: ") != std::string::npos;
+    if (!error || line.rfind("__nv_name_map", 0) == 0) continue;
+    out = "  " + line;
+    in_error = true;
+  }
+  return out;
+}
+
 }  // namespace detail
 
 CompileError::CompileError(std::string kernel_name, std::string arch,
@@ -414,6 +440,9 @@ CompiledProgram Program::compile(const std::vector<InstantiationRequest>& reques
       hint = "The kernel could not be instantiated for the argument types of this call:";
       for (const auto& r : requests)
         hint += "\n  " + r.kernel + describe_signature(kernel(r.kernel), r.key);
+      // The one line that says why, before the full log and the follow-up errors in it.
+      const std::string first = detail::first_error(out.log);
+      if (!first.empty()) hint += "\nNVRTC's first error:\n" + first;
       hint += "\nCheck each argument's dtype, rank and layout against the kernel's parameters.\n";
     }
     hint += detail::missing_header_hint(out.log, find_cuda_include_dir());

@@ -129,6 +129,11 @@ namespace detail {
 /// themselves) missing on this machine, a line naming the package or path that provides it;
 /// empty otherwise. `cuda_include_dir` is the CUDA header folder in use ("" when none was found).
 std::string missing_header_hint(const std::string& log, const std::string& cuda_include_dir);
+/// The first error of an NVRTC log, with the "argument types are: (...)" line that follows a
+/// failed overload resolution (the deduction helper's own priority tag dropped), indented for
+/// a message; empty when the log has no error line. Errors of NVRTC's name-expression map
+/// (__nv_name_map), which only follow from an earlier failure, are skipped.
+std::string first_error(const std::string& log);
 }  // namespace detail
 
 }  // namespace torch_cudajit

@@ -237,6 +237,35 @@ std::optional<size_t> KernelDecl::find_param(const std::string& n) const {
   return std::nullopt;
 }
 
+std::vector<std::string> KernelDecl::template_param_names() const {
+  std::vector<std::string> names;
+  const std::vector<Token> t = tokenize(template_params, 0, template_params.size());
+  for (const auto& part : split_top(t, 0, t.size())) {
+    // The name is the last identifier before a default argument (`typename T = float`).
+    size_t end = part.second;
+    for (size_t i = part.first; i < part.second; ++i)
+      if (t[i].text == "=") {
+        end = i;
+        break;
+      }
+    for (size_t i = end; i > part.first; --i) {
+      const Token& x = t[i - 1];
+      if (!x.ident) continue;
+      // `typename`, `class` or `int` last: an unnamed parameter.
+      if (type_keywords().count(x.text) == 0) names.push_back(x.text);
+      break;
+    }
+  }
+  return names;
+}
+
+std::vector<std::string> identifiers_of(const std::string& text) {
+  std::vector<std::string> out;
+  for (const Token& x : tokenize(text, 0, text.size()))
+    if (x.ident) out.push_back(x.text);
+  return out;
+}
+
 size_t KernelDecl::layout_params() const {
   if (is_extern_c) return 0;
   size_t n = 0;
@@ -375,6 +404,12 @@ std::vector<KernelDecl> reflect_kernels(const std::string& source) {
           t[parts[0].first].text == "void")) {
       for (size_t p = 0; p < parts.size(); ++p)
         k.params.push_back(parse_param(source, t, parts[p].first, parts[p].second, p));
+    }
+    const std::vector<std::string> template_names = k.template_param_names();
+    for (auto& p : k.params) {
+      for (const std::string& id : identifiers_of(p.element))
+        p.element_dependent = p.element_dependent || id == "auto" ||
+            std::find(template_names.begin(), template_names.end(), id) != template_names.end();
     }
     // A deduced layout gets a template parameter of its own (not possible for extern "C").
     size_t li = 0;

@@ -39,6 +39,10 @@ struct Param {
   LayoutMode layout = LayoutMode::kDeduced;
   std::string rewritten_type;  ///< the type after the layout rewrite (== type when unchanged)
   bool named = false;
+  /// The element (pointee) type names a template parameter of the kernel (`T`, `Vec<T>`): the
+  /// argument decides it. Otherwise it is a concrete type (`float`, `float4`, a typedef or a
+  /// struct) that arguments are passed to as written.
+  bool element_dependent = false;
   // Offsets into the original source, used by the layout rewrite.
   size_t layout_insert = std::string::npos;  ///< position of the Array's closing '>'
 };
@@ -57,6 +61,9 @@ struct KernelDecl {
 
   /// Index of the parameter with this name, if any.
   std::optional<size_t> find_param(const std::string& name) const;
+  /// Names of the kernel's own template parameters (`T`, `N` of `template <typename T, int N>`);
+  /// unnamed ones are left out.
+  std::vector<std::string> template_param_names() const;
   /// Number of template parameters added by the layout rewrite.
   size_t layout_params() const;
   /// The template header of the rewritten kernel (with layout parameters), or "" if none.
@@ -76,6 +83,9 @@ std::vector<KernelDecl> reflect_kernels(const std::string& source);
 /// Rewrites the source so that every cj::Array parameter without an explicit layout gains a
 /// deduced layout template parameter (CjL<i>).
 std::string rewrite_layouts(const std::string& source, const std::vector<KernelDecl>& kernels);
+
+/// The identifiers of a C++ type or expression, in order (`const Vec<T, 4>` -> const, Vec, T).
+std::vector<std::string> identifiers_of(const std::string& text);
 
 /// Human-readable parameter kind ("array", "pointer", "scalar", "auto").
 const char* to_string(ParamKind kind);

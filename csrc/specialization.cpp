@@ -75,9 +75,46 @@ TypeCode type_code_of(const std::string& cpp_type) {
       {"cj::complex<float>", TypeCode::kComplexFloat},
       {"complex<float>", TypeCode::kComplexFloat},
       {"cj::complex<double>", TypeCode::kComplexDouble},
-      {"complex<double>", TypeCode::kComplexDouble}};
+      {"complex<double>", TypeCode::kComplexDouble},
+      // CUDA's and CCCL's complex types share torch's layout: (real, imaginary), aligned to
+      // their own size. cuComplex is cuFloatComplex, a float2.
+      {"cuComplex", TypeCode::kComplexFloat}, {"cuFloatComplex", TypeCode::kComplexFloat},
+      {"cuDoubleComplex", TypeCode::kComplexDouble},
+      {"thrust::complex<float>", TypeCode::kComplexFloat},
+      {"thrust::complex<double>", TypeCode::kComplexDouble},
+      {"cuda::std::complex<float>", TypeCode::kComplexFloat},
+      {"cuda::std::complex<double>", TypeCode::kComplexDouble},
+      {"c10::complex<float>", TypeCode::kComplexFloat},
+      {"c10::complex<double>", TypeCode::kComplexDouble}};
   auto it = names.find(strip_std(cpp_type));
   return it == names.end() ? TypeCode::kUnknown : it->second;
+}
+
+const VectorType* vector_type_of(const std::string& cpp_type) {
+  static const std::map<std::string, VectorType> table = [] {
+    std::map<std::string, VectorType> t;
+    // CUDA's vector_types.h: <base><lanes> for lanes 1 to 4, with the element type of base.
+    const std::pair<const char*, TypeCode> bases[] = {
+        {"char", TypeCode::kInt8},       {"uchar", TypeCode::kUInt8},
+        {"short", TypeCode::kInt16},     {"ushort", TypeCode::kUInt16},
+        {"int", TypeCode::kInt32},       {"uint", TypeCode::kUInt32},
+        {"long", TypeCode::kInt64},      {"ulong", TypeCode::kUInt64},
+        {"longlong", TypeCode::kInt64},  {"ulonglong", TypeCode::kUInt64},
+        {"float", TypeCode::kFloat},     {"double", TypeCode::kDouble}};
+    for (const auto& b : bases)
+      for (uint8_t lanes = 1; lanes <= 4; ++lanes)
+        t[b.first + std::to_string(lanes)] = {b.second, lanes};
+    // CUDA 13's explicitly aligned 4-lane 64-bit types.
+    for (const char* b : {"long4", "ulong4", "longlong4", "ulonglong4", "double4"})
+      for (const char* a : {"_16a", "_32a"}) t[std::string(b) + a] = t[b];
+    t["__half2"] = t["half2"] = {TypeCode::kHalf, 2};
+    t["__nv_bfloat162"] = t["nv_bfloat162"] = {TypeCode::kBFloat16, 2};
+    return t;
+  }();
+  std::string name = cpp_type;
+  if (name.rfind("::", 0) == 0) name = name.substr(2);
+  auto it = table.find(name);
+  return it == table.end() ? nullptr : &it->second;
 }
 
 void check_key(const KernelDecl& decl, const SpecKey& key, const char* origin) {
@@ -95,8 +132,10 @@ void check_key(const KernelDecl& decl, const SpecKey& key, const char* origin) {
       TORCH_CHECK_VALUE(false, "torch_cudajit: ", origin, " of kernel '", decl.name,
                         "' is damaged: parameter '", decl.params[i].name, "' has ", what, ".");
     };
-    if (kind < static_cast<unsigned>(ArgKind::kTensor) || kind > static_cast<unsigned>(ArgKind::kBytes))
-      fail("argument kind " + std::to_string(kind) + " (expected 1 to 6)");
+    if (kind < static_cast<unsigned>(ArgKind::kTensor) || kind > static_cast<unsigned>(ArgKind::kAddress))
+      fail("argument kind " + std::to_string(kind) + " (expected 1 to 7)");
+    if (s.kind == ArgKind::kAddress && decl.params[i].kind != ParamKind::kPointer)
+      fail("an address (None or cj.DevicePointer), which only pointer parameters take");
     if (code < static_cast<int>(TypeCode::kPointer) || code > static_cast<int>(TypeCode::kComplexDouble))
       fail("dtype code " + std::to_string(code));
     if (s.kind == ArgKind::kTensor) {
@@ -116,11 +155,17 @@ std::string argument_cpp_type(const Param& p, const ArgSig& s) {
     case ArgKind::kBool: return "bool";
     case ArgKind::kComplex: return "::cj::complex<double>";
     case ArgKind::kBytes: return p.type;
+    // Converts to any pointer; its parameter is a non-deduced context (deduction_helper).
+    case ArgKind::kAddress: return "decltype(nullptr)";
     case ArgKind::kNone: TORCH_INTERNAL_ASSERT(false, "argument without a kind");
     case ArgKind::kTensor: break;
   }
-  // A concrete declared element type is used as written (e.g. `long` for an int64 tensor).
-  std::string elem = type_code_of(p.element) == s.dtype ? p.element : cpp_type_name(s.dtype);
+  // A concrete declared element type is used as written (e.g. `long` for an int64 tensor). A
+  // pointer's concrete pointee is used as written even when it is no dtype (float4, a struct,
+  // a typedef): the probe of its pointee then tells the dispatcher what to check.
+  const bool as_written = type_code_of(p.element) == s.dtype ||
+                          (p.kind == ParamKind::kPointer && !p.element_dependent && !p.element.empty());
+  std::string elem = as_written ? p.element : cpp_type_name(s.dtype);
   std::string cv = p.is_const ? "const " : "";
   // A layout the declaration fixes wins over the tensor's own.
   // (cj::Strided and cj::Contiguous are Layout<0> and Layout<1> exactly.)
@@ -152,10 +197,13 @@ std::string describe_signature(const KernelDecl& decl, const SpecKey& key) {
       case ArgKind::kBool: os << "bool"; break;
       case ArgKind::kComplex: os << "complex"; break;
       case ArgKind::kBytes: os << p.type; break;
+      case ArgKind::kAddress: os << "address"; break;
       case ArgKind::kNone: os << "?"; break;
       case ArgKind::kTensor: {
         std::string cv = p.is_const ? "const " : "";
-        if (p.kind == ParamKind::kPointer)
+        if (p.kind == ParamKind::kPointer && vector_type_of(p.element) != nullptr)
+          os << cv << p.element << "*";
+        else if (p.kind == ParamKind::kPointer)
           os << cv << dtype_name(s.dtype) << "*";
         else if (p.kind == ParamKind::kScalar)
           os << dtype_name(s.dtype);
@@ -182,17 +230,20 @@ std::string helper_type(const std::string& type) {
 }
 }  // namespace
 
-std::string deduction_helper(const KernelDecl& d) {
+std::string deduction_helper(const KernelDecl& d, const SpecKey* key, const std::string& suffix) {
   // Two overloads: the preferred one makes scalars non-deduced, so that `T alpha` takes the T
-  // of the tensors; the fallback deduces scalars from the Python value's type.
+  // of the tensors; the fallback deduces scalars from the Python value's type. An address
+  // (None, cj.DevicePointer) has no element type, so its parameter is never deduced: `const T*
+  // bias` takes the T of the other arguments.
   std::ostringstream os;
   for (int priority : {1, 0}) {
-    os << d.rewritten_template_header() << "\n__device__ auto cj_detail_sig_" << d.name
+    os << d.rewritten_template_header() << "\n__device__ auto cj_detail_sig_" << d.name << suffix
        << "(::cj::detail::priority<" << priority << ">";
     for (size_t i = 0; i < d.params.size(); ++i) {
       const Param& p = d.params[i];
+      const bool address = key != nullptr && i < key->size && key->args[i].kind == ArgKind::kAddress;
       os << ", ";
-      if (priority == 1 && p.kind == ParamKind::kScalar)
+      if ((priority == 1 && p.kind == ParamKind::kScalar) || address)
         os << "typename ::cj::detail::nondeduced<" << helper_type(p.rewritten_type) << ">::type";
       else
         os << helper_type(p.rewritten_type);
@@ -212,7 +263,12 @@ Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
   Instantiation inst;
   const std::string alias = "cj_detail_spec_" + std::to_string(tag);
   std::ostringstream os;
-  os << "using " << alias << " = decltype(cj_detail_sig_" << d.name;
+  // A key with addresses has a helper of its own, whose address parameters are not deduced.
+  std::string helper_suffix;
+  for (uint32_t i = 0; i < key.size; ++i)
+    if (key.args[i].kind == ArgKind::kAddress) helper_suffix = "_" + std::to_string(tag);
+  if (!helper_suffix.empty()) os << deduction_helper(d, &key, helper_suffix);
+  os << "using " << alias << " = decltype(cj_detail_sig_" << d.name << helper_suffix;
   if (!template_args.empty()) os << "<" << template_args << ">";
   os << "(::cj::detail::priority<1>{}";
   for (size_t i = 0; i < d.params.size(); ++i)
@@ -225,8 +281,15 @@ Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
   inst.kernel_expression = "static_cast<" + alias + "::fn>(" + kernel + ")";
   for (size_t i = 0; i < d.params.size(); ++i) {
     std::string t = alias + "::arg<" + std::to_string(i) + ">";
-    inst.probe_expressions.push_back("&::cj::detail::probe<::cj::detail::type_code<" + t +
-                                     ">::value, sizeof(" + t + "), alignof(" + t + ")>");
+    if (d.params[i].kind == ParamKind::kPointer) {
+      // A pointer is 8 bytes; what the host must check is the pointee (float4, a struct).
+      const std::string e = "::cj::detail::pointee<" + t + ">";
+      inst.probe_expressions.push_back("&::cj::detail::probe<" + e + "::code, " + e + "::size, " +
+                                       e + "::align>");
+    } else {
+      inst.probe_expressions.push_back("&::cj::detail::probe<::cj::detail::type_code<" + t +
+                                       ">::value, sizeof(" + t + "), alignof(" + t + ")>");
+    }
   }
   return inst;
 }

@@ -25,7 +25,13 @@ enum class TypeCode : int8_t {
 };
 
 /// What an argument is, as far as specialization is concerned.
-enum class ArgKind : uint8_t { kNone = 0, kTensor, kInt, kFloat, kBool, kComplex, kBytes };
+enum class ArgKind : uint8_t {
+  kNone = 0, kTensor, kInt, kFloat, kBool, kComplex, kBytes,
+  /// A raw address for a pointer parameter: None (NULL) or a cj.DevicePointer. It carries no
+  /// element type: the declaration or the other arguments decide the pointee, so its parameter
+  /// is a non-deduced context of the deduction helper.
+  kAddress,
+};
 
 /// Layout flag bits of a tensor argument (mirrors cj::Layout<Flags>): row-major contiguous, a
 /// 16-byte aligned data pointer (vector loads), every element offset below 2^31 (32-bit index
@@ -78,13 +84,25 @@ const char* cpp_type_name(TypeCode code);
 const char* dtype_name(TypeCode code);
 /// The dtype code of a C++ type written in a declaration, or kUnknown (e.g. a typedef).
 TypeCode type_code_of(const std::string& cpp_type);
+/// A CUDA vector type (float4, __half2, ...) as lanes of one element dtype.
+struct VectorType {
+  TypeCode element;
+  uint8_t lanes;
+};
+/// The CUDA vector type named by a declared pointee type (`float4`, `const int2` without the
+/// const, `__nv_bfloat162`), or nullptr. Complex types (cuComplex) are element types instead:
+/// type_code_of maps them to complex64 / complex128.
+const VectorType* vector_type_of(const std::string& cpp_type);
 /// Whether a code is an integer type, and whether it is signed.
 bool is_integer(TypeCode code);
 bool is_signed_integer(TypeCode code);
 bool is_floating(TypeCode code);
 bool is_complex(TypeCode code);
 
-/// What the compiler reported about one parameter of an instantiation.
+/// What the compiler reported about one parameter of an instantiation: its type code, size and
+/// alignment. For a pointer parameter (ParamKind::kPointer) the probe describes the pointee
+/// instead (the pointer itself is always 8 bytes): its type code, and its size and alignment,
+/// both 0 for void and incomplete types.
 struct ParamProbe {
   TypeCode code = TypeCode::kUnknown;
   uint32_t size = 0;
@@ -101,8 +119,11 @@ std::string argument_cpp_type(const Param& param, const ArgSig& sig);
 /// A readable signature, e.g. "(Array<float32, 2, contiguous>, Array<const float32, 1>, float)".
 std::string describe_signature(const KernelDecl& decl, const SpecKey& key);
 
-/// The code appended to a source so that one kernel can be instantiated from keys.
-std::string deduction_helper(const KernelDecl& decl);
+/// The code appended to a source so that one kernel can be instantiated from keys. With
+/// `key`, the helper is the one for that key alone, named with `suffix`: the parameters of
+/// its kAddress arguments (None, cj.DevicePointer) become non-deduced contexts.
+std::string deduction_helper(const KernelDecl& decl, const SpecKey* key = nullptr,
+                             const std::string& suffix = "");
 
 /// Text NVRTC needs to instantiate one kernel for one key.
 struct Instantiation {

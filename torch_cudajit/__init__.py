@@ -12,6 +12,7 @@
 from ._loader import _C, cmake_prefix_path
 from ._errors import CompileError, KernelAssertionError, LowOccupancyWarning
 from ._extensions import Extension, Params
+from ._args import DevicePointer
 from ._kernel import Kernel, KernelModule, SpecializedKernel, CompiledKernel, Parameter, jit
 from . import cache
 from . import _fake  # noqa: F401  (fake implementations for torch.compile)
@@ -25,6 +26,7 @@ __all__ = [
     "Parameter",
     "Extension",
     "Params",
+    "DevicePointer",
     "CompileError",
     "KernelAssertionError",
     "LowOccupancyWarning",
@@ -35,6 +37,8 @@ __all__ = [
 ]
 
 __version__ = "0.2.0"
+
+_C.set_device_pointer_type(DevicePointer)  # the launch path converts it without Python
 
 
 def nvrtc_version():

@@ -1,5 +1,7 @@
-"""Normalisation of launch arguments and stream objects on the Python slow path."""
+"""Normalisation of launch arguments and stream objects on the Python slow path, and
+DevicePointer, the wrapper of raw device addresses."""
 import numbers
+import operator
 
 import torch
 
@@ -7,6 +9,46 @@ try:  # numpy is optional
     import numpy as _np
 except ImportError:  # pragma: no cover
     _np = None
+
+
+class DevicePointer:
+    """A raw device address for a pointer parameter (``T*``), e.g. from another library:
+    ``kernel[grid, block](cj.DevicePointer(t.data_ptr()), n)``.
+
+    Pointer parameters refuse bare ints, which are too easily a size or an index; wrapping says
+    that the int is an address. The kernel receives it unchanged: it must point to device (or
+    mapped host) memory that stays alive until the kernel has run, aligned for the pointee (a
+    ``float4*`` needs 16 bytes, checked at launch). ``DevicePointer(0)`` is a NULL pointer, like
+    ``None``. Like ``None``, it carries no element type: a template parameter ``T`` of ``T*``
+    must come from the other arguments."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value):
+        if isinstance(value, bool):
+            raise TypeError(f"DevicePointer takes an int address, got the bool {value!r}")
+        try:
+            address = operator.index(value)
+        except TypeError:
+            raise TypeError(f"DevicePointer takes an int address (such as tensor.data_ptr()), "
+                            f"got {type(value).__name__}") from None
+        if not 0 <= address < 1 << 64:
+            raise ValueError(f"DevicePointer takes an address from 0 to 2**64-1, got {address}")
+        self._value = address
+
+    @property
+    def value(self) -> int:
+        """The address, an int in [0, 2**64)."""
+        return self._value
+
+    def __eq__(self, other):
+        return isinstance(other, DevicePointer) and other._value == self._value
+
+    def __hash__(self):
+        return hash((DevicePointer, self._value))
+
+    def __repr__(self):
+        return f"DevicePointer(0x{self._value:x})"
 
 
 def stream_handle(stream):

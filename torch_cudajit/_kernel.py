@@ -730,8 +730,9 @@ class KernelModule:
 
 
 #: Layout of pickled specializations (keys and compiled code); older or newer pickles still
-#: unpickle, but their specializations are compiled again instead of trusted.
-_PICKLE_VERSION = 2
+#: unpickle, but their specializations are compiled again instead of trusted. 3: the probe of a
+#: pointer parameter describes its pointee.
+_PICKLE_VERSION = 3
 
 
 def _rebuild_kernel(version, source, filename, name, options, extensions, compiled):

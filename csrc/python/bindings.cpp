@@ -29,12 +29,29 @@ namespace {
 
 PyObject* g_compile_error = nullptr;
 PyObject* g_assertion_error = nullptr;
+// torch_cudajit.DevicePointer (set when the package is imported): a wrapped raw device address.
+PyTypeObject* g_device_pointer_type = nullptr;
 
 // Converts one Python object; returns false when it needs the Python fallback.
 bool convert(PyObject* o, Arg& a, const KernelDecl& decl, size_t i) {
   if (THPVariable_Check(o)) {
     a.kind = ArgKind::kTensor;
     a.tensor = &THPVariable_Unpack(o);
+    return true;
+  }
+  // None and cj.DevicePointer are addresses; make_key lets only pointer parameters take them.
+  if (o == Py_None) {
+    a.kind = ArgKind::kAddress;
+    a.u = 0;
+    a.is_none = true;
+    return true;
+  }
+  if (g_device_pointer_type != nullptr && PyObject_TypeCheck(o, g_device_pointer_type)) {
+    // DevicePointer validated its value (an int in [0, 2**64)) when it was made.
+    py::object value = py::reinterpret_borrow<py::object>(o).attr("value");
+    a.kind = ArgKind::kAddress;
+    a.u = PyLong_AsUnsignedLongLong(value.ptr());
+    if (PyErr_Occurred()) throw py::error_already_set();
     return true;
   }
   if (PyBool_Check(o)) {
@@ -89,8 +106,9 @@ bool convert(PyObject* o, Arg& a, const KernelDecl& decl, size_t i) {
   TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", name, "' of kernel '", decl.name,
                    "' got an object of type '", Py_TYPE(o)->tp_name,
                    "'; kernels take torch tensors, arrays with __cuda_array_interface__ or "
-                   "__dlpack__, Python or numpy numbers and bytes. Register an extension to "
-                   "pass other types.");
+                   "__dlpack__, Python or numpy numbers, bytes, and None or "
+                   "torch_cudajit.DevicePointer for pointer parameters. Register an extension "
+                   "to pass other types.");
 }
 
 // Converts a whole argument tuple; anything unconvertible is a TypeError (no fallback).
@@ -485,6 +503,10 @@ PYBIND11_MODULE(_C, m) {
     }
   });
 
+  m.def("set_device_pointer_type", [](py::type type) {
+    // Kept for the life of the process, like the type itself.
+    g_device_pointer_type = reinterpret_cast<PyTypeObject*>(type.release().ptr());
+  });
   m.def("add_library_search_path", &torch_cudajit::detail::add_library_search_path);
   m.def("set_package_include_dir", &set_package_include_dir);
   m.def("nvrtc_version", &torch_cudajit::detail::nvrtc_version);
@@ -572,7 +594,11 @@ PYBIND11_MODULE(_C, m) {
            py::arg("debug"), py::arg("lineinfo"), py::arg("template_args"), py::arg("cache") = true)
       .def_property_readonly("name", [](const Dispatcher& d) { return d.decl().name; })
       .def("compile", [](Dispatcher& d, py::tuple args, int arch) {
-             return compile_key(d, key_of(d, args, arch));
+             std::vector<Arg> conv = convert_all(args, d.decl());
+             auto spec = compile_key(d, d.make_key(conv.data(), conv.size(), nullptr, arch));
+             // What a launch would refuse (a misaligned float4* tensor), a compile refuses too.
+             d.check_pointees(*spec, conv.data(), conv.size());
+             return spec;
            }, py::arg("args"), py::arg("arch") = 0)
       .def_property_readonly("cache_counters", [](const Dispatcher& d) { return counters_dict(d.cache_counters()); })
       .def("compile_inputs", [](Dispatcher& d, py::tuple args, int arch) {

@@ -30,6 +30,13 @@ using cjtest::tensor_sig;
 
 constexpr int kArch = 90;
 
+Arg none_arg() {
+  Arg a;
+  a.kind = ArgKind::kAddress;
+  a.is_none = true;
+  return a;
+}
+
 std::shared_ptr<Dispatcher> make_dispatcher(const std::string& source, const std::string& name,
                                             KernelOptions options = {}) {
   return std::make_shared<Dispatcher>(std::make_shared<const Program>(source), name,
@@ -151,12 +158,35 @@ __global__ void k(cj::Array<float, 2> y, const float* p, int n, float s,
                                  tensor_arg(t[2])};
        },
        {"parameter 'y'", "takes a tensor, got float"}},
-      {"number to a pointer", ok,
+      {"int to a pointer", ok,
        [](const std::vector<at::Tensor>& t) {
          return std::vector<Arg>{tensor_arg(t[0]), int_arg(5), int_arg(3), float_arg(1.0),
                                  tensor_arg(t[2])};
        },
-       {"parameter 'p'", "takes a tensor, got int"}},
+       {"parameter 'p'", "takes a tensor, got the Python int 5",
+        "pass cj.DevicePointer(5), or None for a NULL pointer"}},
+      {"float to a pointer", ok,
+       [](const std::vector<at::Tensor>& t) {
+         return std::vector<Arg>{tensor_arg(t[0]), float_arg(5), int_arg(3), float_arg(1.0),
+                                 tensor_arg(t[2])};
+       },
+       {"parameter 'p'", "takes a tensor, None (NULL) or a cj.DevicePointer, got float"}},
+      {"None to an Array", ok,
+       [](const std::vector<at::Tensor>& t) {
+         return std::vector<Arg>{none_arg(), tensor_arg(t[1]), int_arg(3), float_arg(1.0),
+                                 tensor_arg(t[2])};
+       },
+       {"parameter 'y' (cj::Array<float, 2>)", "got None; only raw pointer parameters (T*, const T*) "
+        "take None (as a NULL pointer). Pass a tensor."}},
+      {"device pointer to a scalar", ok,
+       [](const std::vector<at::Tensor>& t) {
+         Arg address;
+         address.kind = ArgKind::kAddress;
+         address.u = 4096;
+         return std::vector<Arg>{tensor_arg(t[0]), tensor_arg(t[1]), address, float_arg(1.0),
+                                 tensor_arg(t[2])};
+       },
+       {"parameter 'n' (int)", "got a cj.DevicePointer; only raw pointer parameters", "Pass a number."}},
       {"Python float to an int parameter", ok,
        [](const std::vector<at::Tensor>& t) {
          return std::vector<Arg>{tensor_arg(t[0]), tensor_arg(t[1]), float_arg(2.5),
@@ -196,6 +226,116 @@ TEST(DispatcherTest, LaunchKeyRefusesCpuTensors) {
   Arg a = tensor_arg(x);
   std::string msg = expect_throws<c10::TypeError>([&] { d->make_key(&a, 1, nullptr, 0); });
   CJ_EXPECT_CONTAINS(msg, "got a tensor on cpu; kernels take CUDA tensors");
+}
+
+TEST(DispatcherTest, AddressesKeyAsAddresses) {
+  auto d = make_dispatcher(
+      "template <class T>\n__global__ void k(T* out, const T* bias, T* only) {}", "k");
+  at::Tensor out = at::zeros({4}, at::kHalf);
+  Arg device_pointer;
+  device_pointer.kind = ArgKind::kAddress;
+  device_pointer.u = 1 << 20;
+  std::vector<Arg> with_none = {tensor_arg(out), none_arg(), tensor_arg(out)};
+  std::vector<Arg> with_pointer = {tensor_arg(out), device_pointer, tensor_arg(out)};
+  SpecKey a = d->make_key(with_none.data(), with_none.size(), nullptr, kArch);
+  SpecKey b = d->make_key(with_pointer.data(), with_pointer.size(), nullptr, kArch);
+  EXPECT_EQ(a.args[1], number_sig(ArgKind::kAddress));
+  EXPECT_TRUE(a == b) << "None and a DevicePointer share one specialization";
+  auto spec = d->get(a);
+  EXPECT_EQ(spec->signature, "(float16*, address, float16*)");
+  EXPECT_EQ(spec->slots[1].op, PackOp::kAddress);
+  EXPECT_FALSE(spec->slots[1].written);
+  EXPECT_EQ(spec->slots[1].size, 8u);
+
+  // When nothing else gives T, the compile error becomes a TypeError that says so.
+  std::vector<Arg> only_none = {tensor_arg(out), tensor_arg(out), none_arg()};
+  SpecKey fine = d->make_key(only_none.data(), only_none.size(), nullptr, kArch);
+  EXPECT_NO_THROW(d->get(fine));
+  auto lone = make_dispatcher("template <class T>\n__global__ void k(T* out, float s) {}", "k");
+  std::vector<Arg> lone_args = {none_arg(), float_arg(1.0)};
+  SpecKey lone_key = lone->make_key(lone_args.data(), lone_args.size(), nullptr, kArch);
+  std::string msg = expect_throws<c10::TypeError>([&] { lone->get(lone_key); });
+  CJ_EXPECT_CONTAINS(msg, "parameter 'out' (T*) of kernel 'k' got an address (None or a "
+                          "cj.DevicePointer), which has no element type, and its template "
+                          "parameter 'T' appears in no other parameter");
+  EXPECT_TRUE(lone->specializations().empty());
+}
+
+// Vector and struct pointees: the dtype is checked when keying, the data's alignment and size
+// after the compile (check_pointees, which launch() also runs).
+TEST(DispatcherTest, PointeeChecks) {
+  auto d = make_dispatcher(R"(
+struct alignas(8) Pair { int a, b; };
+__global__ void k(float4* v, const Pair* p, float* f, const float4* address) {}
+)", "k");
+  at::Tensor base = at::zeros({32});
+  at::Tensor ints = at::zeros({16}, at::kInt);
+  Arg aligned_address;
+  aligned_address.kind = ArgKind::kAddress;
+  aligned_address.u = 0x10000;
+  auto args = [&](const at::Tensor& v, const at::Tensor& p, Arg address) {
+    return std::vector<Arg>{tensor_arg(v), tensor_arg(p), tensor_arg(base), address};
+  };
+  std::vector<Arg> good = args(base, ints, aligned_address);
+  auto spec = d->get(d->make_key(good.data(), good.size(), nullptr, kArch));
+  EXPECT_EQ(spec->signature, "(float4*, const int32*, float32*, address)");
+  struct SlotCase {
+    const char* title;
+    uint32_t size, align;
+  };
+  const std::vector<SlotCase> slots = {{"float4*", 16, 16}, {"const Pair*", 8, 8},
+                                       {"float* needs nothing more", 0, 0},
+                                       {"address to float4", 16, 16}};
+  for (size_t i = 0; i < slots.size(); ++i) {
+    SCOPED_TRACE(slots[i].title);
+    EXPECT_EQ(spec->slots[i].pointee_size, slots[i].size);
+    EXPECT_EQ(spec->slots[i].pointee_align, slots[i].align);
+    EXPECT_EQ(spec->slots[i].size, 8u);
+  }
+  EXPECT_NO_THROW(d->check_pointees(*spec, good.data(), good.size()));
+
+  Arg misaligned_address = aligned_address;
+  misaligned_address.u += 8;
+  // Arguments point to their tensors: each one lives as long as the cases.
+  at::Tensor odd_ints = at::zeros({15}, at::kInt);
+  at::Tensor short_base = base.slice(0, 0, 30), offset_base = base.slice(0, 2, 30);
+  struct Case {
+    const char* title;
+    std::vector<Arg> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"size", args(short_base, ints, aligned_address),
+       "parameter 'v' (float4*) of kernel 'k' points to `float4` and needs a tensor whose data is "
+       "16-byte aligned and whose size is a multiple of 16 bytes; got a float32 tensor of 30 "
+       "elements (120 bytes) whose data is 16-byte aligned."},
+      {"alignment", args(offset_base, ints, aligned_address),
+       "got a float32 tensor of 28 elements (112 bytes) whose data starts 8 bytes past a 16-byte "
+       "boundary. Use a tensor of a multiple of 4 elements that starts at a multiple of 4 elements"},
+      {"struct size", args(base, odd_ints, aligned_address),
+       "parameter 'p' (const Pair*) of kernel 'k' points to `Pair` and needs a tensor whose data is "
+       "8-byte aligned and whose size is a multiple of 8 bytes; got a int32 tensor of 15 elements"},
+      {"address", args(base, ints, misaligned_address),
+       "parameter 'address' (const float4*) of kernel 'k' points to `float4` (16 bytes, 16-byte "
+       "aligned) and needs a 16-byte aligned address; got cj.DevicePointer(0x10008), 8 bytes past a "
+       "16-byte boundary."},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    SpecKey key = d->make_key(c.args.data(), c.args.size(), nullptr, kArch);
+    ASSERT_TRUE(key == spec->key) << "size and alignment are no part of the key";
+    std::string msg = expect_throws<c10::ValueError>(
+        [&] { d->check_pointees(*spec, c.args.data(), c.args.size()); });
+    CJ_EXPECT_CONTAINS(msg, c.message);
+  }
+
+  // A vector's lane dtype is checked when keying.
+  at::Tensor halves = at::zeros({32}, at::kHalf);
+  std::vector<Arg> wrong = args(halves, ints, aligned_address);
+  std::string msg = expect_throws<c10::TypeError>(
+      [&] { d->make_key(wrong.data(), wrong.size(), nullptr, kArch); });
+  CJ_EXPECT_CONTAINS(msg, "parameter 'v' (float4*) of kernel 'k' points to float4, 4 lane(s) of "
+                          "float32; got a tensor of dtype float16.");
 }
 
 TEST(DispatcherTest, ConstructorErrors) {

@@ -109,8 +109,13 @@ TEST(KernelTest, ToArg) {
   EXPECT_EQ(ta.kind, ArgKind::kTensor);
   EXPECT_EQ(ta.tensor, &tv.toTensor());
 
+  // None is a NULL address (make_key lets only pointer parameters take it).
+  Arg none = to_arg(c10::IValue(), 0);
+  EXPECT_EQ(none.kind, ArgKind::kAddress);
+  EXPECT_TRUE(none.is_none);
+  EXPECT_EQ(none.u, 0u);
+
   const std::vector<std::pair<const char*, c10::IValue>> bad = {
-      {"None", c10::IValue()},
       {"String", c10::IValue(std::string("text"))},
       {"Tuple", pair(t, t)},
   };

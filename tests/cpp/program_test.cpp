@@ -143,7 +143,7 @@ __global__ void k(cj::Array<float, 2> a, cj::Array<const double, 3> b, float* p,
   const std::vector<Case> want = {
       {"Array<float, 2>", TypeCode::kArray, 8 + 16 * 2, 8},
       {"Array<const double, 3>", TypeCode::kArray, 8 + 16 * 3, 8},
-      {"float*", TypeCode::kPointer, 8, 8},
+      {"float* (its pointee)", TypeCode::kFloat, 4, 4},
       {"float", TypeCode::kFloat, 4, 4},
       {"int", TypeCode::kInt32, 4, 4},
       {"double", TypeCode::kDouble, 8, 8},
@@ -537,6 +537,96 @@ TEST(ProgramTest, InstantiationFailureNamesTheArgumentTypes) {
   std::string msg = expect_throws<CompileError>([&] { program.compile({{"k", key, ""}}, options_for(kArch)); });
   CJ_EXPECT_CONTAINS(msg, "could not be instantiated for the argument types");
   CJ_EXPECT_CONTAINS(msg, "k(Array<int32, 1, contiguous>)");
+  // NVRTC's first error comes before the options and the full log.
+  const size_t first = msg.find("NVRTC's first error:\n  torch_cudajit_generated(");
+  ASSERT_NE(first, std::string::npos) << msg;
+  EXPECT_LT(first, msg.find("NVRTC options:"));
+  CJ_EXPECT_CONTAINS(msg, "\n    argument types are: (cj::Array<int, 1, cj::Layout<1>>)\n");
+}
+
+TEST(ProgramTest, FirstErrorOfALog) {
+  struct Case {
+    const char* title;
+    std::string log, want;
+  };
+  const std::vector<Case> cases = {
+      {"failed overload resolution with its argument types",
+       "a.cu(3): warning #47-D: something\n"
+       "torch_cudajit_generated(5): error: no instance of overloaded function \"f\" matches\n"
+       "            argument types are: (cj::detail::priority<1>, float *, double)\n"
+       "  using x = decltype(f(...));\n"
+       "__nv_name_map(2): error: expected an identifier\n",
+       "  torch_cudajit_generated(5): error: no instance of overloaded function \"f\" matches\n"
+       "    argument types are: (float *, double)"},
+      {"an error without argument types",
+       "k.cu(7): error: identifier \"y\" is undefined\n  y = 1;\n      ^\n",
+       "  k.cu(7): error: identifier \"y\" is undefined"},
+      {"name-map errors are follow-ups",
+       "__nv_name_map(2): error: expected a \">\"\nk.cu(1): catastrophic error: cannot open source file \"x.h\"\n",
+       "  k.cu(1): catastrophic error: cannot open source file \"x.h\""},
+      {"no error", "k.cu(3): warning #177-D: variable \"v\" was declared but never referenced\n", ""},
+      {"empty log", "", ""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    EXPECT_EQ(detail::first_error(c.log), c.want);
+  }
+}
+
+// A pointer parameter's probe describes its pointee: what the dispatcher checks of the data.
+TEST(ProgramTest, PointerProbesDescribeThePointee) {
+  Program program(R"(
+#include <cuda_fp16.h>
+struct alignas(16) Vec { float v[4]; };
+struct Rgb { unsigned char r, g, b; };
+struct Opaque;
+typedef double scalar_t;
+__global__ void k(float4* a, const __half2* __restrict__ b, Vec* const c, const Rgb* d,
+                  Opaque* e, void* f, const void* g, scalar_t* h, float** i, double2* j) {}
+)");
+  SpecKey key = make_spec_key(
+      kArch, {tensor_sig(TypeCode::kFloat, 1), tensor_sig(TypeCode::kHalf, 1),
+              tensor_sig(TypeCode::kFloat, 1), tensor_sig(TypeCode::kUInt8, 1),
+              tensor_sig(TypeCode::kInt64, 1), tensor_sig(TypeCode::kHalf, 1),
+              tensor_sig(TypeCode::kInt32, 1), tensor_sig(TypeCode::kDouble, 1),
+              tensor_sig(TypeCode::kInt64, 1), tensor_sig(TypeCode::kDouble, 1)});
+  CompiledProgram out = program.compile({{"k", key, ""}}, options_for(kArch));
+  struct Case {
+    const char* title;
+    TypeCode code;
+    uint32_t size, align;
+  };
+  const std::vector<Case> want = {
+      {"float4", TypeCode::kUnknown, 16, 16},  {"const __half2, restrict", TypeCode::kUnknown, 4, 4},
+      {"Vec, const pointer", TypeCode::kUnknown, 16, 16}, {"Rgb", TypeCode::kUnknown, 3, 1},
+      {"incomplete", TypeCode::kUnknown, 0, 0}, {"void", TypeCode::kUnknown, 0, 0},
+      {"const void", TypeCode::kUnknown, 0, 0}, {"typedef of double", TypeCode::kDouble, 8, 8},
+      {"float*", TypeCode::kPointer, 8, 8},      {"double2", TypeCode::kUnknown, 16, 16},
+  };
+  ASSERT_EQ(out.probes[0].size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(want[i].title);
+    const ParamProbe& p = out.probes[0][i];
+    EXPECT_EQ(static_cast<int>(p.code), static_cast<int>(want[i].code));
+    EXPECT_EQ(p.size, want[i].size);
+    EXPECT_EQ(p.align, want[i].align);
+  }
+}
+
+// An address (None, cj.DevicePointer) leaves T to the other arguments.
+TEST(ProgramTest, AddressTakesTheTypeOfTheOtherArguments) {
+  Program program(
+      "template <class T>\n"
+      "__global__ void k(T* out, const T* x, const T* bias, float s) { if (bias) out[0] = x[0]; }");
+  for (TypeCode dtype : {TypeCode::kFloat, TypeCode::kHalf, TypeCode::kInt64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    SpecKey key = make_spec_key(kArch, {tensor_sig(dtype, 1), tensor_sig(dtype, 1),
+                                        number_sig(ArgKind::kAddress), number_sig(ArgKind::kFloat)});
+    CompiledProgram out = program.compile({{"k", key, ""}}, options_for(kArch));
+    ASSERT_EQ(out.probes[0].size(), 4u);
+    EXPECT_EQ(static_cast<int>(out.probes[0][2].code), static_cast<int>(dtype));
+    EXPECT_EQ(out.probes[0][2].size, type_size(dtype));
+  }
 }
 
 TEST(ProgramTest, WritesThroughConstParametersAreRejected) {

@@ -411,6 +411,42 @@ TEST(ReflectionTest, RewriteLayoutsOfStaticKernel) {
   EXPECT_EQ(got, want);
 }
 
+TEST(ReflectionTest, TemplateParameterNamesAndDependentElements) {
+  struct Case {
+    const char* title;
+    std::string source;
+    std::vector<std::string> names;
+    std::vector<bool> dependent;  // per parameter
+  };
+  const std::vector<Case> cases = {
+      {"not a template", "__global__ void k(float* a, Vec* b, int n) {}", {}, {false, false, false}},
+      {"type and value parameters with defaults",
+       "template <typename T, int N = 4, class Acc = float>\n"
+       "__global__ void k(T* a, const Acc* b, const float4* c, cj::Array<T, N> d) {}",
+       {"T", "N", "Acc"}, {true, true, false, true}},
+      {"a pack, an unnamed parameter and a template template parameter",
+       "template <class... Ts, typename, template <class> class Box>\n"
+       "__global__ void k(const Box<float>* a, Tsx* b, typename Ts::type* c) {}",
+       {"Ts", "Box"}, {true, false, true}},
+      {"names that only contain a parameter's name",
+       "template <class T>\n__global__ void k(T2* a, const MyT* b, T const* c) {}",
+       {"T"}, {false, false, true}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    auto kernels = reflect_kernels(c.source);
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_EQ(kernels[0].template_param_names(), c.names);
+    ASSERT_EQ(kernels[0].params.size(), c.dependent.size());
+    for (size_t i = 0; i < c.dependent.size(); ++i) {
+      SCOPED_TRACE(kernels[0].params[i].name);
+      EXPECT_EQ(kernels[0].params[i].element_dependent, c.dependent[i]);
+    }
+  }
+  EXPECT_EQ(identifiers_of("const ::cuda::std::complex<T2>* __restrict__"),
+            (std::vector<std::string>{"const", "cuda", "std", "complex", "T2", "__restrict__"}));
+}
+
 TEST(ReflectionTest, ParamKindNames) {
   const std::vector<std::pair<ParamKind, std::string>> cases = {
       {ParamKind::kArray, "array"},

@@ -111,6 +111,16 @@ TEST(TypeCodeTest, TypeCodeOfNames) {
       {"cj::complex<float>", TypeCode::kComplexFloat},
       {"::cj::complex<float>", TypeCode::kComplexFloat},
       {"cj::complex<double>", TypeCode::kComplexDouble},
+      {"cuComplex", TypeCode::kComplexFloat},
+      {"cuFloatComplex", TypeCode::kComplexFloat},
+      {"cuDoubleComplex", TypeCode::kComplexDouble},
+      {"thrust::complex<float>", TypeCode::kComplexFloat},
+      {"::thrust::complex<double>", TypeCode::kComplexDouble},
+      {"cuda::std::complex<float>", TypeCode::kComplexFloat},
+      {"::cuda::std::complex<double>", TypeCode::kComplexDouble},
+      {"std::complex<double>", TypeCode::kComplexDouble},
+      {"c10::complex<float>", TypeCode::kComplexFloat},
+      {"thrust::complex<half>", TypeCode::kUnknown},
       {"T", TypeCode::kUnknown},
       {"MyStruct", TypeCode::kUnknown},
       {"float4", TypeCode::kUnknown},
@@ -165,6 +175,41 @@ TEST(TypeCodeTest, NamesSizesAndCategories) {
   }
 }
 
+TEST(TypeCodeTest, VectorTypes) {
+  struct Case {
+    std::string name;
+    TypeCode element;
+    int lanes;  // 0: not a vector type
+  };
+  const std::vector<Case> cases = {
+      {"float4", TypeCode::kFloat, 4},       {"float2", TypeCode::kFloat, 2},
+      {"float3", TypeCode::kFloat, 3},       {"float1", TypeCode::kFloat, 1},
+      {"int4", TypeCode::kInt32, 4},         {"uint2", TypeCode::kUInt32, 2},
+      {"char4", TypeCode::kInt8, 4},         {"uchar4", TypeCode::kUInt8, 4},
+      {"short2", TypeCode::kInt16, 2},       {"ushort4", TypeCode::kUInt16, 4},
+      {"long2", TypeCode::kInt64, 2},        {"ulong3", TypeCode::kUInt64, 3},
+      {"longlong2", TypeCode::kInt64, 2},    {"ulonglong4", TypeCode::kUInt64, 4},
+      {"double2", TypeCode::kDouble, 2},     {"double4_32a", TypeCode::kDouble, 4},
+      {"long4_16a", TypeCode::kInt64, 4},    {"::float4", TypeCode::kFloat, 4},
+      {"__half2", TypeCode::kHalf, 2},       {"half2", TypeCode::kHalf, 2},
+      {"__nv_bfloat162", TypeCode::kBFloat16, 2}, {"nv_bfloat162", TypeCode::kBFloat16, 2},
+      {"float", TypeCode::kUnknown, 0},      {"float5", TypeCode::kUnknown, 0},
+      {"cuComplex", TypeCode::kUnknown, 0},  {"Vec", TypeCode::kUnknown, 0},
+      {"const float4", TypeCode::kUnknown, 0}, {"", TypeCode::kUnknown, 0},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE("'" + c.name + "'");
+    const VectorType* v = vector_type_of(c.name);
+    if (c.lanes == 0) {
+      EXPECT_EQ(v, nullptr);
+      continue;
+    }
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(static_cast<int>(v->element), static_cast<int>(c.element));
+    EXPECT_EQ(v->lanes, c.lanes);
+  }
+}
+
 // The declaration each parameter of `source` (one kernel) reflects to.
 std::vector<Param> params_of(const std::string& source) {
   auto kernels = reflect_kernels(source);
@@ -210,6 +255,42 @@ TEST(SpecializationTest, ArgumentCppType) {
   }
 }
 
+// Concrete pointees go to the helper as written (the pointee probe checks them); dependent
+// ones take the tensor's dtype; an address is a nullptr that converts to any pointer.
+TEST(SpecializationTest, ArgumentCppTypeOfPointees) {
+  const std::vector<Param> p = params_of(
+      "template <class T, int N>\n"
+      "__global__ void k(const float4* a, Vec* b, scalar_t* c, T* d, const Box<T>* e,\n"
+      "                  const cuComplex* f, void* g, cj::Array<T, N> h, float s) {}");
+  ASSERT_EQ(p.size(), 9u);
+  struct Case {
+    const char* title;
+    size_t param;
+    ArgSig sig;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"vector type", 0, tensor_sig(TypeCode::kFloat, 1), "const float4*"},
+      {"struct", 1, tensor_sig(TypeCode::kInt32, 1), "Vec*"},
+      {"typedef", 2, tensor_sig(TypeCode::kHalf, 1), "scalar_t*"},
+      {"template parameter", 3, tensor_sig(TypeCode::kHalf, 1), "__half*"},
+      {"dependent template", 4, tensor_sig(TypeCode::kFloat, 1), "const float*"},
+      {"complex spelling", 5, tensor_sig(TypeCode::kComplexFloat, 1), "const cuComplex*"},
+      {"void", 6, tensor_sig(TypeCode::kDouble, 1), "void*"},
+      {"address to a concrete pointer", 0, number_sig(ArgKind::kAddress), "decltype(nullptr)"},
+      {"address to a template pointer", 3, number_sig(ArgKind::kAddress), "decltype(nullptr)"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    EXPECT_EQ(argument_cpp_type(p[c.param], c.sig), c.want);
+  }
+  const std::vector<bool> dependent = {false, false, false, true, true, false, false, true, false};
+  for (size_t i = 0; i < p.size(); ++i) {
+    SCOPED_TRACE(p[i].name);
+    EXPECT_EQ(p[i].element_dependent, dependent[i]);
+  }
+}
+
 TEST(SpecializationTest, DescribeSignature) {
   auto kernels = reflect_kernels(
       "__global__ void k(cj::Array<const float, 2> a, cj::Array<float, 1> b, float* c, float s,\n"
@@ -231,6 +312,88 @@ TEST(SpecializationTest, DescribeSignature) {
   EXPECT_EQ(describe_signature(kernels[0], floats),
             "(Array<const float16, 2, strided>, Array<bfloat16, 1, contiguous>, float32*, float, "
             "int, bool, Array<int64, 3, contiguous>, MyStruct)");
+  SpecKey address = floats;
+  address.args[2] = number_sig(ArgKind::kAddress);
+  CJ_EXPECT_CONTAINS(describe_signature(kernels[0], address), "contiguous>, address, float,");
+
+  auto vectors = reflect_kernels("__global__ void v(const float4* a, __half2* b, Vec* c) {}");
+  ASSERT_EQ(vectors.size(), 1u);
+  EXPECT_EQ(describe_signature(vectors[0], make_spec_key(90, {tensor_sig(TypeCode::kFloat, 1),
+                                                              tensor_sig(TypeCode::kHalf, 1),
+                                                              tensor_sig(TypeCode::kInt32, 1)})),
+            "(const float4*, __half2*, int32*)");
+}
+
+TEST(SpecializationTest, AddressKeyHasItsOwnHelper) {
+  auto kernels = reflect_kernels(
+      "template <class T>\n__global__ void bias(T* out, const T* __restrict__ b, T s) {}");
+  ASSERT_EQ(kernels.size(), 1u);
+  const KernelDecl& k = kernels[0];
+  SpecKey key = make_spec_key(90, {tensor_sig(TypeCode::kFloat, 1), number_sig(ArgKind::kAddress),
+                                   number_sig(ArgKind::kFloat)});
+  Instantiation inst = make_instantiation(k, key, "", 3);
+  // Both overloads of the key's helper leave the address's parameter to the other arguments.
+  const std::string nondeduced =
+      "typename ::cj::detail::nondeduced<const T* __restrict__>::type cj_p1";
+  CJ_EXPECT_CONTAINS(inst.alias_definition,
+                     "template <class T>\n__device__ auto cj_detail_sig_bias_3(::cj::detail::"
+                     "priority<1>, T* cj_p0, " + nondeduced +
+                     ", typename ::cj::detail::nondeduced<T>::type cj_p2) -> ::cj::detail::Sig<");
+  CJ_EXPECT_CONTAINS(inst.alias_definition, "cj_detail_sig_bias_3(::cj::detail::priority<0>, T* "
+                                            "cj_p0, " + nondeduced + ", T cj_p2) -> ");
+  CJ_EXPECT_CONTAINS(inst.alias_definition,
+                     "using cj_detail_spec_3 = decltype(cj_detail_sig_bias_3(::cj::detail::"
+                     "priority<1>{}, ::cj::detail::declval<float*>(), ::cj::detail::declval<"
+                     "decltype(nullptr)>(), ::cj::detail::declval<double>()));\n");
+  // The kernel's shared helper is untouched: keys without addresses keep deducing from it.
+  EXPECT_EQ(deduction_helper(k).find("nondeduced<const T*"), std::string::npos);
+  SpecKey tensors = key;
+  tensors.args[1] = tensor_sig(TypeCode::kFloat, 1);
+  CJ_EXPECT_CONTAINS(make_instantiation(k, tensors, "", 4).alias_definition,
+                     "using cj_detail_spec_4 = decltype(cj_detail_sig_bias(");
+  // Pointer parameters probe their pointee; others themselves.
+  ASSERT_EQ(inst.probe_expressions.size(), 3u);
+  EXPECT_EQ(inst.probe_expressions[1],
+            "&::cj::detail::probe<::cj::detail::pointee<cj_detail_spec_3::arg<1>>::code, "
+            "::cj::detail::pointee<cj_detail_spec_3::arg<1>>::size, "
+            "::cj::detail::pointee<cj_detail_spec_3::arg<1>>::align>");
+  CJ_EXPECT_CONTAINS(inst.probe_expressions[2], "type_code<cj_detail_spec_3::arg<2>>::value");
+}
+
+TEST(SpecializationTest, CheckKey) {
+  auto kernels = reflect_kernels(
+      "__global__ void k(const float* p, cj::Array<float, 1> a, float s) {}");
+  ASSERT_EQ(kernels.size(), 1u);
+  const KernelDecl& k = kernels[0];
+  auto key = [](ArgSig p, ArgSig a, ArgSig s) { return make_spec_key(90, {p, a, s}); };
+  const ArgSig t = tensor_sig(TypeCode::kFloat, 1), f = number_sig(ArgKind::kFloat);
+  const ArgSig address = number_sig(ArgKind::kAddress);
+  ArgSig address_with_dtype = address;
+  address_with_dtype.dtype = TypeCode::kFloat;
+  ArgSig kind_past_address = address;
+  kind_past_address.kind = static_cast<ArgKind>(8);
+  // What make_key produces passes.
+  check_key(k, key(t, t, f), "a test key");
+  check_key(k, key(address, t, f), "a test key");
+  struct Case {
+    const char* title;
+    SpecKey key;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"address to an Array", key(t, address, f),
+       "parameter 'a' has an address (None or cj.DevicePointer), which only pointer parameters take"},
+      {"address to a scalar", key(t, t, address), "parameter 's' has an address"},
+      {"address with a dtype", key(address_with_dtype, t, f),
+       "parameter 'p' has a dtype, rank or layout flags on a non-tensor argument"},
+      {"unknown kind", key(kind_past_address, t, f),
+       "parameter 'p' has argument kind 8 (expected 1 to 7)"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    std::string msg = expect_throws<c10::ValueError>([&] { check_key(k, c.key, "a test key"); });
+    CJ_EXPECT_CONTAINS(msg, "a test key of kernel 'k' is damaged: " + c.message);
+  }
 }
 
 TEST(SpecializationTest, DeductionHelperAndInstantiation) {
@@ -284,6 +447,8 @@ TEST(SpecializationTest, ParseProbe) {
       {"_ZN2cj6detail5probeILxn2ELy40ELy8EEE", TypeCode::kArray, 40, 8},
       {"_ZN2cj6detail5probeILxn3ELy8ELy8EEE", TypeCode::kPointer, 8, 8},
       {"_ZN2cj6detail5probeILxn1ELy24ELy8EEE", TypeCode::kUnknown, 24, 8},
+      // The pointee probe of a void* (no size, no alignment).
+      {"_ZN2cj6detail5probeILxn1ELy0ELy0EEE", TypeCode::kUnknown, 0, 0},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.lowered);

@@ -488,6 +488,28 @@ template <> struct type_code<__half> { static constexpr int value = 9; };
 template <> struct type_code<__nv_bfloat16> { static constexpr int value = 10; };
 #endif
 template <class T> struct type_code<const T> : type_code<T> {};
+template <class T> struct type_code<volatile T> : type_code<T> {};
+template <class T> struct type_code<const volatile T> : type_code<T> {};
+
+/// Size and alignment of a type; 0 for void and incomplete types (a forward-declared struct),
+/// which a pointer parameter may point to.
+template <class T, class = void> struct layout_of {
+  static constexpr unsigned long long size = 0, align = 0;
+};
+template <class T> struct layout_of<T, decltype(void(sizeof(T)))> {
+  static constexpr unsigned long long size = sizeof(T), align = alignof(T);
+};
+
+/// What the host checks about a pointer parameter: its pointee's type code, size and alignment
+/// (a float4* needs 16-byte aligned data whose size is a multiple of 16 bytes).
+template <class P> struct pointee;
+template <class T> struct pointee<T*> {
+  static constexpr long long code = type_code<T>::value;
+  static constexpr unsigned long long size = layout_of<T>::size, align = layout_of<T>::align;
+};
+template <class T> struct pointee<T* const> : pointee<T*> {};
+template <class T> struct pointee<T* __restrict__> : pointee<T*> {};
+template <class T> struct pointee<T* const __restrict__> : pointee<T*> {};
 
 /// Its lowered (mangled) name tells the host a parameter's type code, size and alignment.
 template <long long Code, unsigned long long Size, unsigned long long Align>
