@@ -9,7 +9,9 @@
 #          package alone (find_package(torch_cudajit)) and runs it
 #   sanitizer  compute-sanitizer memcheck over test_launch.py, racecheck and synccheck over the
 #          launch and reliability tests
+#   bandwidth  benchmarks/bandwidth.py --quick with its plot
 #   smoke | pytest | ctest | bench | cache | ops   one part
+# PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_logs}
 mkdir -p "$OUT"
@@ -40,7 +42,7 @@ if wants all tests pytest final; then
   files=tests/python
   wants final && files="tests/python/test_ops.py tests/python/test_deploy.py tests/python/test_launch.py"
   echo "== pytest ($files)"
-  python3 -m pytest $files -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -25
+  python3 -m pytest $files ${PYTEST_ARGS:-} -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -25
 fi
 if wants all tests ctest final; then
   filter=()
@@ -92,5 +94,9 @@ if wants all sanitizer; then
       python3 -m pytest $files -q -p no:cacheprovider -x > "$OUT/sanitizer_$tool.log" 2>&1
     echo "$tool (rc $?): $(grep -E '(passed|failed)' "$OUT/sanitizer_$tool.log" | tail -1) | $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer_$tool.log" | sort | uniq -c | tr '\n' ' ')"
   done
+fi
+if wants all bandwidth; then
+  echo "== bandwidth benchmark"
+  python3 benchmarks/bandwidth.py ${BANDWIDTH_ARGS:---quick} --plot "$OUT/bandwidth.png" 2>&1 | tee "$OUT/bench_bandwidth.log"
 fi
 
