@@ -11,7 +11,8 @@
 #          launch and reliability tests
 #   bandwidth  benchmarks/bandwidth.py --quick with its plot
 #   smoke | pytest | ctest | bench | cache | ops   one part
-# PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests).
+# PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), CTEST_ARGS ctest ones
+# (e.g. "-R Gpu|Ops").
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_logs}
 mkdir -p "$OUT"
@@ -45,7 +46,7 @@ if wants all tests pytest final; then
   python3 -m pytest $files ${PYTEST_ARGS:-} -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -25
 fi
 if wants all tests ctest final; then
-  filter=()
+  filter=(${CTEST_ARGS:-})
   wants final && filter=(-R "Ops|Kernel")
   echo "== ctest ${filter[*]}"
   if grep -q "cmake rc 0" "$OUT/cmake.log"; then
