@@ -26,6 +26,7 @@ using cjtest::int_arg;
 using cjtest::make_spec_key;
 using cjtest::number_sig;
 using cjtest::tensor_arg;
+using cjtest::aligned_sig;
 using cjtest::tensor_sig;
 
 constexpr int kArch = 90;
@@ -83,15 +84,15 @@ TEST(DispatcherTest, MakeKeyRecordsDtypeRankAndLayout) {
     SpecKey key = d->make_key(args.data(), args.size(), &device, kArch);
     EXPECT_EQ(key.arch, kArch);
     ASSERT_EQ(key.size, 7u);
-    EXPECT_EQ(key.args[0], tensor_sig(TypeCode::kFloat, 2, c.out_flags != 0));
+    EXPECT_EQ(key.args[0], aligned_sig(TypeCode::kFloat, 2, c.out_flags != 0));
     // Declared cj::Contiguous / cj::Strided layouts override what the tensor is.
-    EXPECT_EQ(key.args[1], tensor_sig(TypeCode::kFloat, 2, true));
-    EXPECT_EQ(key.args[2], tensor_sig(TypeCode::kFloat, 1, false));
+    EXPECT_EQ(key.args[1], aligned_sig(TypeCode::kFloat, 2, true));
+    EXPECT_EQ(key.args[2], aligned_sig(TypeCode::kFloat, 1, false));
     EXPECT_EQ(key.args[3].kind, ArgKind::kTensor);
     EXPECT_EQ(key.args[3].dtype, TypeCode::kFloat);
     EXPECT_EQ(key.args[4], number_sig(ArgKind::kFloat));
     EXPECT_EQ(key.args[5], number_sig(ArgKind::kInt));
-    EXPECT_EQ(key.args[6], tensor_sig(c.any_dtype, c.any_rank, c.any_flags != 0));
+    EXPECT_EQ(key.args[6], aligned_sig(c.any_dtype, c.any_rank, c.any_flags != 0));
     // Compile-only keys involve no CUDA device.
     EXPECT_EQ(device, -1);
   }
@@ -378,7 +379,9 @@ TEST(DispatcherTest, GetCompilesOnce) {
 
   // What the specialization knows.
   EXPECT_TRUE(first->key == key);
-  EXPECT_EQ(first->signature, "(Array<float32, 1, contiguous>, Array<const float32, 1, contiguous>, float)");
+  // (saxpy_key's tensors stand for unaligned data with 64-bit offsets; signatures name that.)
+  EXPECT_EQ(first->signature, "(Array<float32, 1, contiguous, unaligned, 64-bit index>, "
+                              "Array<const float32, 1, contiguous, unaligned, 64-bit index>, float)");
   EXPECT_EQ(first->compiled->target, "sm_90");
   EXPECT_EQ(first->lowered_name, first->compiled->lowered_names[0]);
   ASSERT_EQ(first->slots.size(), 3u);

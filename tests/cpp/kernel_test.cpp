@@ -154,8 +154,8 @@ TEST(KernelTest, ExtensionExpandsATupleIntoTwoArrays) {
   int tensors = 0;
   for (uint32_t i = 0; i < spec->key.size; ++i) tensors += spec->key.args[i].kind == ArgKind::kTensor;
   EXPECT_EQ(tensors, 2);
-  EXPECT_EQ(spec->key.args[0], cjtest::tensor_sig(TypeCode::kFloat, 1, true));
-  EXPECT_EQ(spec->key.args[1], cjtest::tensor_sig(TypeCode::kFloat, 1, false));
+  EXPECT_EQ(spec->key.args[0], cjtest::aligned_sig(TypeCode::kFloat, 1, true));
+  EXPECT_EQ(spec->key.args[1], cjtest::aligned_sig(TypeCode::kFloat, 1, false));
   EXPECT_EQ(spec->signature,
             "(Array<float32, 1, contiguous>, Array<const float32, 1, strided>, float)");
   EXPECT_EQ(spec->compiled->target, "sm_90");

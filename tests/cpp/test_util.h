@@ -53,6 +53,14 @@ inline ArgSig tensor_sig(TypeCode dtype, int rank, bool contiguous = true) {
   return s;
 }
 
+/// tensor_sig with the flags make_key gives an ordinary tensor: 16-byte aligned data and 32-bit
+/// offsets (tensor_sig alone stands for an unaligned tensor with 64-bit offsets).
+inline ArgSig aligned_sig(TypeCode dtype, int rank, bool contiguous = true) {
+  ArgSig s = tensor_sig(dtype, rank, contiguous);
+  s.flags |= kAligned16Flag | kIndex32Flag;
+  return s;
+}
+
 /// An ArgSig for a Python-number argument (kInt, kFloat, kBool, kComplex).
 inline ArgSig number_sig(ArgKind kind) {
   ArgSig s;
