@@ -22,6 +22,7 @@ namespace {
 using cjtest::expect_throws;
 using cjtest::make_spec_key;
 using cjtest::number_sig;
+using cjtest::aligned_sig;
 using cjtest::tensor_sig;
 
 constexpr int kArch = 90;
@@ -533,7 +534,7 @@ TEST(ProgramTest, CompileErrorCarriesEverything) {
 // A key the kernel cannot be instantiated for fails in the generated code, and says so.
 TEST(ProgramTest, InstantiationFailureNamesTheArgumentTypes) {
   Program program("__global__ void k(cj::Array<float, 1> a) { a[0] = 0.f; }");
-  SpecKey key = make_spec_key(kArch, {tensor_sig(TypeCode::kInt32, 1)});
+  SpecKey key = make_spec_key(kArch, {aligned_sig(TypeCode::kInt32, 1)});
   std::string msg = expect_throws<CompileError>([&] { program.compile({{"k", key, ""}}, options_for(kArch)); });
   CJ_EXPECT_CONTAINS(msg, "could not be instantiated for the argument types");
   CJ_EXPECT_CONTAINS(msg, "k(Array<int32, 1, contiguous>)");
@@ -541,7 +542,7 @@ TEST(ProgramTest, InstantiationFailureNamesTheArgumentTypes) {
   const size_t first = msg.find("NVRTC's first error:\n  torch_cudajit_generated(");
   ASSERT_NE(first, std::string::npos) << msg;
   EXPECT_LT(first, msg.find("NVRTC options:"));
-  CJ_EXPECT_CONTAINS(msg, "\n    argument types are: (cj::Array<int, 1, cj::Layout<1>>)\n");
+  CJ_EXPECT_CONTAINS(msg, "\n    argument types are: (cj::Array<int, 1, cj::Layout<7>>)\n");
 }
 
 TEST(ProgramTest, FirstErrorOfALog) {

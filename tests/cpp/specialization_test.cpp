@@ -17,6 +17,7 @@ namespace {
 using cjtest::expect_throws;
 using cjtest::make_spec_key;
 using cjtest::number_sig;
+using cjtest::aligned_sig;
 using cjtest::tensor_sig;
 
 SpecKey base_key() {
@@ -297,21 +298,22 @@ TEST(SpecializationTest, DescribeSignature) {
       "                  int n, bool f, auto z, MyStruct m) {}");
   ASSERT_EQ(kernels.size(), 1u);
   SpecKey key = make_spec_key(
-      90, {tensor_sig(TypeCode::kFloat, 2, true), tensor_sig(TypeCode::kFloat, 1, false),
+      90, {aligned_sig(TypeCode::kFloat, 2, true), aligned_sig(TypeCode::kFloat, 1, false),
            tensor_sig(TypeCode::kFloat, 1), tensor_sig(TypeCode::kDouble, 0),
            number_sig(ArgKind::kInt), number_sig(ArgKind::kBool), number_sig(ArgKind::kComplex),
            number_sig(ArgKind::kBytes)});
   EXPECT_EQ(describe_signature(kernels[0], key),
             "(Array<const float32, 2, contiguous>, Array<float32, 1, strided>, float32*, float64, "
             "int, bool, complex, MyStruct)");
+  // tensor_sig alone stands for unaligned data with 64-bit offsets: signatures name that.
   SpecKey floats = make_spec_key(
-      90, {tensor_sig(TypeCode::kHalf, 2, false), tensor_sig(TypeCode::kBFloat16, 1, true),
+      90, {tensor_sig(TypeCode::kHalf, 2, false), aligned_sig(TypeCode::kBFloat16, 1, true),
            tensor_sig(TypeCode::kFloat, 1), number_sig(ArgKind::kFloat), number_sig(ArgKind::kInt),
-           number_sig(ArgKind::kBool), tensor_sig(TypeCode::kInt64, 3, true),
+           number_sig(ArgKind::kBool), aligned_sig(TypeCode::kInt64, 3, true),
            number_sig(ArgKind::kBytes)});
   EXPECT_EQ(describe_signature(kernels[0], floats),
-            "(Array<const float16, 2, strided>, Array<bfloat16, 1, contiguous>, float32*, float, "
-            "int, bool, Array<int64, 3, contiguous>, MyStruct)");
+            "(Array<const float16, 2, strided, unaligned, 64-bit index>, Array<bfloat16, 1, contiguous>, "
+            "float32*, float, int, bool, Array<int64, 3, contiguous>, MyStruct)");
   SpecKey address = floats;
   address.args[2] = number_sig(ArgKind::kAddress);
   CJ_EXPECT_CONTAINS(describe_signature(kernels[0], address), "contiguous>, address, float,");
