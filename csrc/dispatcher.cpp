@@ -4,6 +4,19 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#if __has_include(<torch/headeronly/version.h>)
+#include <torch/headeronly/version.h>
+#else
+#include <torch/version.h>
+#endif
+// c10::Stream::native_handle, which needs no CUDA runtime headers, is there from torch 2.11 on
+// (the oldest version checked); older torch reads the stream through c10/cuda.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+#define CJ_STREAM_NATIVE_HANDLE 1
+#else
+#define CJ_STREAM_NATIVE_HANDLE 0
+#include <c10/cuda/CUDAStream.h>
+#endif
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -237,9 +250,13 @@ const c10::impl::DeviceGuardImplInterface* cuda_guard_impl() {
 int current_cuda_device() { return cuda_guard_impl()->getDevice().index(); }
 
 CUstream current_cuda_stream(int device) {
+#if CJ_STREAM_NATIVE_HANDLE
   const c10::Stream s = cuda_guard_impl()->getStream(
       c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
   return static_cast<CUstream>(s.native_handle());
+#else
+  return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+#endif
 }
 
 }  // namespace detail
