@@ -4,6 +4,16 @@ from __future__ import annotations
 import pytest
 import torch
 
+#: A templated rank-1 scale kernel, the cache tests' common subject.
+SCALE = r"""
+template <typename T>
+__global__ void scale(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
+  long long i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < x.size(0)) out[i] = a * x[i];
+}
+"""
+
+
 # -- dtypes ------------------------------------------------------------------------------------
 
 #: Every dtype a kernel takes, with the name torch_cudajit's signatures use for it.

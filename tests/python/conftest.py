@@ -11,6 +11,8 @@ import tempfile
 import pytest
 import torch
 
+import torch_cudajit as cj
+
 # Every test process gets an empty disk cache of its own, so that results never depend on
 # kernels a previous run left in ~/.cache (tests of the cache itself use their own folders).
 os.environ["TORCH_CUDAJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="torch_cudajit_test_cache_")
@@ -71,3 +73,13 @@ def two_gpus():
     if not HAS_GPU or torch.cuda.device_count() < 2:
         pytest.skip("needs two CUDA GPUs")
     return torch.device("cuda", 0), torch.device("cuda", 1)
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    """A fresh, empty cache folder for this test; the previous settings come back afterwards."""
+    before = cj.cache.settings()
+    folder = tmp_path / "cache"
+    cj.cache.configure(dir=folder, enabled=True, max_bytes=1 << 30)
+    yield folder
+    cj.cache.configure(dir=before["dir"], enabled=before["enabled"], max_bytes=before["max_bytes"])

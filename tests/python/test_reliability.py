@@ -20,25 +20,10 @@ import pytest
 import torch
 
 import torch_cudajit as cj
+from _support import SCALE
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-SCALE = r"""
-template <typename T>
-__global__ void scale(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
-  long long i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < x.size(0)) out[i] = a * x[i];
-}
-"""
-
-
-@pytest.fixture
-def cache_dir(tmp_path):
-    before = cj.cache.settings()
-    folder = tmp_path / "cache"
-    cj.cache.configure(dir=folder, enabled=True, max_bytes=1 << 30)
-    yield folder
-    cj.cache.configure(dir=before["dir"], enabled=before["enabled"], max_bytes=before["max_bytes"])
 
 
 def meta(n=8, dtype=torch.float32):
