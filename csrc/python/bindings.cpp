@@ -240,13 +240,10 @@ std::array<int64_t, 3> dims(const py::handle& h, const char* what) {
 // once here, when the launch is configured, so that a stale or garbage handle raises ValueError
 // instead of crashing the launch.
 CUstream checked_stream(const py::object& stream) {
-  int overflow = 0;
   const unsigned long long h = PyLong_AsUnsignedLongLong(stream.ptr());
-  if (PyErr_Occurred()) {
-    PyErr_Clear();
-    overflow = 1;
-  }
-  TORCH_CHECK_VALUE(overflow == 0, "torch_cudajit: stream handle ", std::string(py::repr(stream)),
+  const bool in_range = PyErr_Occurred() == nullptr;
+  if (!in_range) PyErr_Clear();
+  TORCH_CHECK_VALUE(in_range, "torch_cudajit: stream handle ", std::string(py::repr(stream)),
                     " is not a CUstream (an int from 0 to 2**64-1).");
   CUstream s = reinterpret_cast<CUstream>(static_cast<uintptr_t>(h));
   if (h <= 2 || !torch_cudajit::detail::driver_available()) return s;
