@@ -120,6 +120,6 @@ setup(
     ],
     cmdclass={"build_ext": BuildCoreAndBinding.with_options(use_ninja=True)},
     python_requires=">=3.9",
-    install_requires=[f"torch{TORCH_RANGE}"],
+    install_requires=[f"torch{TORCH_RANGE}", "libclang>=14"],
     extras_require={"test": ["pytest", "numpy", "hypothesis"]},
 )

@@ -5,7 +5,9 @@
 namespace torch_cudajit {
 
 Kernel::Kernel(const std::string& source, const std::string& name, KernelOptions options)
-    : Kernel(std::make_shared<const Program>(source), name, std::move(options)) {}
+    : Kernel(std::make_shared<const Program>(source, "kernel.cu", options.compile.extra,
+                                             options.compile.std),
+             name, std::move(options)) {}
 
 Kernel::Kernel(std::shared_ptr<const Program> program, const std::string& name, KernelOptions options)
     : dispatcher_(std::make_shared<Dispatcher>(std::move(program), name, std::move(options))) {}

@@ -218,7 +218,50 @@ std::string number_lines(const std::string& source) {
   return os.str();
 }
 
-Program::Program(std::string source, std::string filename)
+std::vector<std::string> frontend_args(const std::vector<std::string>& options,
+                                       const std::string& std) {
+  std::vector<std::string> args = {"-std=" + (std.empty() ? std::string("c++17") : std)};
+  const std::vector<std::string> include_dirs = default_include_dirs();
+  for (const auto& dir : include_dirs) args.push_back("-I" + dir);
+  if (include_dirs.size() > 1) {  // as in nvrtc_options
+    args.push_back("-DCJ_HAVE_FP16");
+    args.push_back("-DCJ_HAVE_BF16");
+  }
+  const int version = detail::nvrtc_version();
+  args.push_back("-D__CUDACC_VER_MAJOR__=" + std::to_string(version / 1000));
+  args.push_back("-D__CUDACC_VER_MINOR__=" + std::to_string(version % 1000 / 10));
+  args.push_back("-D__CUDACC_VER_BUILD__=0");
+  args.push_back("-include");
+  args.push_back("cj/cj.cuh");
+  // NVRTC's spellings of the preprocessor options, in Clang's.
+  const std::pair<const char*, const char*> long_forms[] = {
+      {"--define-macro=", "-D"}, {"--undefine-macro=", "-U"}, {"--include-path=", "-I"},
+      {"-D", "-D"}, {"-U", "-U"}, {"-I", "-I"}};
+  for (size_t i = 0; i < options.size(); ++i) {
+    const std::string& o = options[i];
+    if (o.rfind("--pre-include=", 0) == 0) {
+      args.push_back("-include");
+      args.push_back(o.substr(14));
+      continue;
+    }
+    if ((o == "-include" || o == "--pre-include") && i + 1 < options.size()) {
+      args.push_back("-include");
+      args.push_back(options[++i]);
+      continue;
+    }
+    for (const auto& [nvrtc, clang] : long_forms) {
+      if (o.rfind(nvrtc, 0) != 0) continue;
+      std::string value = o.substr(std::char_traits<char>::length(nvrtc));
+      if (value.empty() && i + 1 < options.size()) value = options[++i];  // "-D X"
+      args.push_back(clang + value);
+      break;
+    }
+  }
+  return args;
+}
+
+Program::Program(std::string source, std::string filename, const std::vector<std::string>& options,
+                 const std::string& std)
     : source_(std::move(source)), filename_(std::move(filename)) {
   const size_t nul = source_.find('\0');
   TORCH_CHECK_VALUE(nul == std::string::npos, "torch_cudajit: the source of '", filename_,
@@ -226,7 +269,7 @@ Program::Program(std::string source, std::string filename)
                     std::count(source_.begin(), source_.begin() + static_cast<std::ptrdiff_t>(nul), '\n') + 1,
                     "); NVRTC would read it only up to there. Remove the NUL byte (a source read "
                     "in binary mode, or a C string buffer passed whole?).");
-  kernels_ = reflect_kernels(source_);
+  kernels_ = reflect_kernels(source_, frontend_args(options, std), filename_);
   rewritten_ = rewrite_layouts(source_, kernels_);
   Sha256 h;
   h.field(filename_).field(source_);

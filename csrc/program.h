@@ -70,13 +70,20 @@ struct CompiledProgram {
 
 /// Directories NVRTC searches by default: the package's device headers and CUDA's headers.
 std::vector<std::string> default_include_dirs();
+/// The preprocessor options the front end reads a source with: what NVRTC gets from the plugin
+/// (include folders, macros, cj/cj.cuh before the source) and from the user's `options`.
+std::vector<std::string> frontend_args(const std::vector<std::string>& options,
+                                       const std::string& std);
 /// Overrides the package include directory (the Python package sets its own location).
 void set_package_include_dir(const std::string& dir);
 
 /// A reflected CUDA C++ source, ready to be compiled for any instantiations.
 class Program {
  public:
-  explicit Program(std::string source, std::string filename = "kernel.cu");
+  /// Reflects `source` as NVRTC will see it with these user options (-D, -U, -I, -include and
+  /// --pre-include count) and language standard.
+  explicit Program(std::string source, std::string filename = "kernel.cu",
+                   const std::vector<std::string>& options = {}, const std::string& std = "c++17");
 
   const std::string& source() const { return source_; }
   const std::string& filename() const { return filename_; }

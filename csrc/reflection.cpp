@@ -1,5 +1,8 @@
-// torch_cudajit: a small tokenizer-based reader of __global__ declarations (see reflection.h).
+// torch_cudajit: the parameter table of __global__ declarations (see reflection.h), from the
+// declarations the Clang front end reads (frontend.h).
 #include "reflection.h"
+
+#include "frontend.h"
 
 #include <c10/util/Exception.h>
 
@@ -80,14 +83,9 @@ const std::set<std::string>& type_keywords() {
   return k;
 }
 
-// Tokens that may stand between a template header and __global__.
-bool is_decl_specifier(const std::string& t) {
-  return t == "static" || t == "inline" || t == "__forceinline__" || t == "__noinline__" ||
-         t == "\"" || t == "extern";
-}
-
 bool is_cv(const std::string& t) {
-  return t == "const" || t == "volatile" || t == "__restrict__" || t == "restrict" ||
+  return t == "const" || t == "volatile" || t == "__restrict__" || t == "__restrict" ||
+         t == "restrict" ||
          t == "__grid_constant__";
 }
 
@@ -122,51 +120,45 @@ std::vector<std::pair<size_t, size_t>> split_top(const std::vector<Token>& t, si
   return parts;
 }
 
-Param parse_param(const std::string& src, const std::vector<Token>& all, size_t b, size_t e,
-                  size_t index) {
-  Param p;
-  // Drop a default argument.
-  {
-    int depth = 0;
-    for (size_t i = b; i < e; ++i) {
-      const std::string& x = all[i].text;
-      if (x == "(" || x == "<" || x == "[") ++depth;
-      else if (x == ")" || x == ">" || x == "]") --depth;
-      else if (x == "=" && depth == 0) {
-        e = i;
-        break;
-      }
-    }
+// Drops a default argument (`= 4`) from tokens [b, e); returns the new end.
+size_t without_default(const std::vector<Token>& t, size_t b, size_t e) {
+  int depth = 0;
+  for (size_t i = b; i < e; ++i) {
+    const std::string& x = t[i].text;
+    if (x == "(" || x == "<" || x == "[") ++depth;
+    else if (x == ")" || x == ">" || x == "]") --depth;
+    else if (x == "=" && depth == 0) return i;
   }
-  // The last identifier is the name when something type-like stands before it.
-  size_t type_end = e;
-  if (e - b >= 2 && all[e - 1].ident && type_keywords().count(all[e - 1].text) == 0 &&
-      all[e - 2].text != "::") {
-    bool only_cv = true;
-    for (size_t i = b; i + 1 < e; ++i) only_cv = only_cv && is_cv(all[i].text);
-    if (!only_cv) {
-      p.name = all[e - 1].text;
-      p.named = true;
-      type_end = e - 1;
-    }
-  }
-  if (!p.named) p.name = "arg" + std::to_string(index);
-  p.type = join(all, b, type_end);
-  p.rewritten_type = p.type;
+  return e;
+}
 
-  // Find "Array <" at top level (optionally cj::Array).
-  for (size_t i = b; i < type_end; ++i) {
+// The tokens of the first top-level `Array < ... >` in [b, e): the index of '<' and of its
+// matching '>', or npos.
+std::pair<size_t, size_t> find_array(const std::vector<Token>& t, size_t b, size_t e) {
+  for (size_t i = b; i + 1 < e; ++i) {
+    if (t[i].text == "Array" && t[i + 1].text == "<") {
+      size_t close = match_forward(t, i + 1, "<", ">");
+      if (close == std::string::npos || close >= e) break;
+      return {i + 1, close};
+    }
+  }
+  return {std::string::npos, std::string::npos};
+}
+
+// Classifies a parameter type, given as tokens [b, e): kind, constness, element, rank, layout.
+void classify_type(Param& p, const std::vector<Token>& all, size_t b, size_t e) {
+  p.type = join(all, b, e);
+  p.rewritten_type = p.type;
+  for (size_t i = b; i < e; ++i) {
     if (all[i].text == "auto") {
       p.kind = ParamKind::kAuto;
-      return p;
+      return;
     }
   }
-  for (size_t i = b; i + 1 < type_end; ++i) {
-    if (all[i].text == "Array" && all[i + 1].text == "<") {
-      size_t close = match_forward(all, i + 1, "<", ">");
-      if (close == std::string::npos || close > type_end) break;
-      auto args = split_top(all, i + 2, close);
-      if (args.size() < 2) break;
+  const auto [open, close] = find_array(all, b, e);
+  if (open != std::string::npos) {
+    auto args = split_top(all, open + 1, close);
+    if (args.size() >= 2) {
       p.kind = ParamKind::kArray;
       std::vector<Token> elem;
       for (size_t k = args[0].first; k < args[0].second; ++k) {
@@ -185,22 +177,21 @@ Param parse_param(const std::string& src, const std::vector<Token>& all, size_t 
           p.layout = LayoutMode::kOpaque;
       } else {
         p.layout = LayoutMode::kDeduced;
-        p.layout_insert = all[close].pos;
       }
-      return p;
+      return;
     }
   }
   // Pointer: the last '*' at top level, followed only by cv-qualifiers.
   size_t last_star = std::string::npos;
   int angle = 0;
-  for (size_t i = b; i < type_end; ++i) {
+  for (size_t i = b; i < e; ++i) {
     if (all[i].text == "<") ++angle;
     else if (all[i].text == ">") --angle;
     else if (all[i].text == "*" && angle == 0) last_star = i;
   }
   if (last_star != std::string::npos) {
     bool tail_cv = true;
-    for (size_t i = last_star + 1; i < type_end; ++i) tail_cv = tail_cv && is_cv(all[i].text);
+    for (size_t i = last_star + 1; i < e; ++i) tail_cv = tail_cv && is_cv(all[i].text);
     if (tail_cv) {
       p.kind = ParamKind::kPointer;
       std::vector<Token> elem;
@@ -212,10 +203,45 @@ Param parse_param(const std::string& src, const std::vector<Token>& all, size_t 
         else if (!is_cv(all[i].text) || angle > 0) elem.push_back(all[i]);
       }
       p.element = join(elem, 0, elem.size());
-      return p;
+      return;
     }
   }
   p.kind = ParamKind::kScalar;
+}
+
+Param classify_text(const std::string& type_text) {
+  const std::string masked = mask_source(type_text);
+  const std::vector<Token> t = tokenize(masked, 0, masked.size());
+  Param p;
+  classify_type(p, t, 0, t.size());
+  return p;
+}
+
+// The reflected parameter for Clang's reading of one declaration. The type is Clang's spelling
+// (macros expanded, typedef names kept); what Clang could not resolve, and `auto` parameters
+// (which Clang reads as an error before C++20), are classified from the text as written.
+Param reflect_param(const ParsedParam& pp, size_t index) {
+  const std::string masked = mask_source(pp.source_text);
+  const std::vector<Token> written = tokenize(masked, 0, masked.size());
+  size_t end = without_default(written, 0, written.size());
+  if (!pp.name.empty() && end > 0 && written[end - 1].text == pp.name) --end;
+  bool has_auto = false;
+  for (size_t i = 0; i < end; ++i) has_auto = has_auto || written[i].text == "auto";
+  Param p;
+  if (pp.invalid || has_auto) {
+    classify_type(p, written, 0, end);
+  } else {
+    // A typedef'd element (`floatX*`) keeps its name: the compile's probes resolve it.
+    p = classify_text(pp.spelling);
+  }
+  p.named = !pp.name.empty();
+  p.name = p.named ? pp.name : "arg" + std::to_string(index);
+  // Where a deduced layout goes: the Array's closing '>' as written in the source.
+  if (p.kind == ParamKind::kArray && p.layout == LayoutMode::kDeduced) {
+    const auto [open, close] = find_array(written, 0, end);
+    if (open != std::string::npos && pp.begin != std::string::npos)
+      p.layout_insert = pp.begin + written[close].pos;
+  }
   return p;
 }
 
@@ -333,109 +359,82 @@ std::string mask_source(const std::string& s) {
   return m;
 }
 
-std::vector<KernelDecl> reflect_kernels(const std::string& source) {
-  const std::string masked = mask_source(source);
-  const std::vector<Token> t = tokenize(masked, 0, masked.size());
-  // Token ranges of extern "C" { ... } blocks: kernels inside them have C linkage.
-  std::vector<std::pair<size_t, size_t>> c_blocks;
-  for (size_t i = 0; i + 3 < t.size(); ++i) {
-    if (t[i].text == "extern" && t[i + 1].text == "\"" && t[i + 2].text == "\"" && t[i + 3].text == "{") {
-      size_t close = match_forward(t, i + 3, "{", "}");
-      c_blocks.emplace_back(i + 3, close == std::string::npos ? t.size() : close);
-    }
+namespace {
+
+// The reflected kernel of one parsed declaration, with the layout rewrite's edits for it.
+std::optional<KernelDecl> reflect_kernel(const std::string& source, const ParsedKernel& pk) {
+  KernelDecl k;
+  k.name = pk.name;
+  k.qualified_name = pk.qualified_name;
+  k.is_template = pk.is_template;
+  k.is_extern_c = pk.is_extern_c;
+  k.is_definition = pk.is_definition;
+  k.decl_begin = pk.begin == std::string::npos ? 0 : pk.begin;
+  k.template_close = pk.template_close;
+  k.line = pk.line;
+  if (pk.is_template) {
+    if (pk.template_params_begin == std::string::npos ||
+        pk.template_params_end == std::string::npos || pk.template_params_end > source.size())
+      return std::nullopt;  // a template header made by a macro: not one to call
+    const std::string text = source.substr(
+        pk.template_params_begin, pk.template_params_end - pk.template_params_begin);
+    const std::string masked = mask_source(text);
+    const std::vector<Token> t = tokenize(masked, 0, masked.size());
+    k.template_params = join(t, 0, t.size());
   }
+  for (size_t i = 0; i < pk.params.size(); ++i) k.params.push_back(reflect_param(pk.params[i], i));
+  const std::vector<std::string> template_names = k.template_param_names();
+  for (auto& p : k.params) {
+    for (const std::string& id : identifiers_of(p.element))
+      p.element_dependent = p.element_dependent || id == "auto" ||
+          std::find(template_names.begin(), template_names.end(), id) != template_names.end();
+  }
+  // A deduced layout gets a template parameter of its own. extern "C" kernels cannot have one,
+  // nor can an Array or a template header that a macro wrote: those take any layout (strided).
+  const bool can_rewrite = !k.is_extern_c && pk.begin != std::string::npos &&
+                           (!k.is_template || k.template_close != std::string::npos);
+  size_t li = 0;
+  std::string header_extra;
+  for (auto& p : k.params) {
+    if (p.kind != ParamKind::kArray || p.layout != LayoutMode::kDeduced) continue;
+    if (!can_rewrite || p.layout_insert == std::string::npos) {
+      p.layout = LayoutMode::kStrided;
+      continue;
+    }
+    std::string tag = "CjL" + std::to_string(li++);
+    k.edits.emplace_back(p.layout_insert, ", " + tag);
+    header_extra += (header_extra.empty() ? "class " : ", class ") + tag;
+    // The Array's closing '>' is the last one unless the type continues (e.g. `const`).
+    size_t depth = 0, pos = std::string::npos;
+    for (size_t c = p.rewritten_type.find("Array"); c < p.rewritten_type.size(); ++c) {
+      if (p.rewritten_type[c] == '<') ++depth;
+      if (p.rewritten_type[c] == '>' && --depth == 0) {
+        pos = c;
+        break;
+      }
+    }
+    if (pos == std::string::npos) pos = p.rewritten_type.rfind('>');
+    p.rewritten_type.insert(pos, ", " + tag);
+  }
+  if (!header_extra.empty()) {
+    if (k.is_template)
+      k.edits.emplace_back(k.template_close, ", " + header_extra);
+    else
+      k.edits.emplace_back(k.decl_begin, "template <" + header_extra + "> ");
+  }
+  return k;
+}
+
+}  // namespace
+
+std::vector<KernelDecl> reflect_kernels(const std::string& source,
+                                        const std::vector<std::string>& args,
+                                        const std::string& filename) {
   std::vector<KernelDecl> out;
-  for (size_t g = 0; g < t.size(); ++g) {
-    if (t[g].text != "__global__") continue;
-    KernelDecl k;
-    for (const auto& r : c_blocks) k.is_extern_c = k.is_extern_c || (g > r.first && g < r.second);
-    // Walk back over specifiers to an optional template header.
-    size_t b = g;
-    while (b > 0 && is_decl_specifier(t[b - 1].text)) {
-      if (t[b - 1].text == "extern") k.is_extern_c = true;
-      --b;
-    }
-    k.decl_begin = t[b].pos;
-    if (b > 0 && t[b - 1].text == ">") {
-      int depth = 0;
-      size_t j = b - 1;
-      for (;; --j) {
-        if (t[j].text == ">") ++depth;
-        else if (t[j].text == "<" && --depth == 0) break;
-        if (j == 0) break;
-      }
-      if (t[j].text == "<" && j > 0 && t[j - 1].text == "template") {
-        k.is_template = true;
-        k.template_close = t[b - 1].pos;
-        k.template_params = join(t, j + 1, b - 1);
-        k.decl_begin = t[j - 1].pos;
-        if (k.template_params.empty()) continue;  // explicit specialization: not a kernel entry
-      }
-    }
-    // Forward to the name and parameter list, skipping attribute groups.
-    size_t i = g + 1;
-    size_t open = std::string::npos;
-    for (; i < t.size(); ++i) {
-      const std::string& x = t[i].text;
-      if (x == "__launch_bounds__" || x == "__attribute__" || x == "__cluster_dims__" ||
-          x == "__maxnreg__") {
-        size_t close = match_forward(t, i + 1, "(", ")");
-        if (close == std::string::npos) break;
-        i = close;
-      } else if (x == "[" && i + 1 < t.size() && t[i + 1].text == "[") {
-        size_t close = match_forward(t, i, "[", "]");
-        if (close == std::string::npos) break;
-        i = close;
-      } else if (x == "(") {
-        open = i;
-        break;
-      } else if (x == ";" || x == "{") {
-        break;
-      }
-    }
-    if (open == std::string::npos || open == 0 || !t[open - 1].ident) continue;
-    k.name = t[open - 1].text;
-    size_t close = match_forward(t, open, "(", ")");
-    if (close == std::string::npos) continue;
-    k.is_definition = close + 1 < t.size() && t[close + 1].text == "{";
-    k.line = 1 + static_cast<size_t>(std::count(source.begin(), source.begin() + t[g].pos, '\n'));
-    auto parts = split_top(t, open + 1, close);
-    if (!(parts.size() == 1 && parts[0].second - parts[0].first == 1 &&
-          t[parts[0].first].text == "void")) {
-      for (size_t p = 0; p < parts.size(); ++p)
-        k.params.push_back(parse_param(source, t, parts[p].first, parts[p].second, p));
-    }
-    const std::vector<std::string> template_names = k.template_param_names();
-    for (auto& p : k.params) {
-      for (const std::string& id : identifiers_of(p.element))
-        p.element_dependent = p.element_dependent || id == "auto" ||
-            std::find(template_names.begin(), template_names.end(), id) != template_names.end();
-    }
-    // A deduced layout gets a template parameter of its own (not possible for extern "C").
-    size_t li = 0;
-    for (auto& p : k.params) {
-      if (p.kind != ParamKind::kArray || p.layout != LayoutMode::kDeduced) continue;
-      if (k.is_extern_c) {
-        p.layout = LayoutMode::kStrided;
-        continue;
-      }
-      std::string tag = "CjL" + std::to_string(li++);
-      size_t gt = p.rewritten_type.rfind('>');
-      // The Array's closing '>' is the last one unless the type continues (e.g. `const`).
-      size_t depth = 0, pos = std::string::npos;
-      for (size_t c = p.rewritten_type.find("Array"); c < p.rewritten_type.size(); ++c) {
-        if (p.rewritten_type[c] == '<') ++depth;
-        if (p.rewritten_type[c] == '>' && --depth == 0) {
-          pos = c;
-          break;
-        }
-      }
-      if (pos == std::string::npos) pos = gt;
-      p.rewritten_type.insert(pos, ", " + tag);
-    }
-    out.push_back(std::move(k));
-  }
-  // Several declarations of one kernel must agree; keep the definition (or the first).
+  for (const ParsedKernel& pk : parse_kernels(source, filename, args))
+    if (auto k = reflect_kernel(source, pk)) out.push_back(std::move(*k));
+  // Several declarations of one kernel must agree; keep the definition (or the first), with
+  // the layout edits of all of them.
   std::map<std::string, size_t> seen;
   std::vector<KernelDecl> unique;
   for (auto& k : out) {
@@ -446,81 +445,30 @@ std::vector<KernelDecl> reflect_kernels(const std::string& source) {
       continue;
     }
     KernelDecl& prev = unique[it->second];
-    bool same = prev.params.size() == k.params.size();
+    bool same = prev.params.size() == k.params.size() && prev.qualified_name == k.qualified_name;
     for (size_t i = 0; same && i < k.params.size(); ++i)
       same = prev.params[i].type == k.params[i].type;
     TORCH_CHECK_VALUE(same, "torch_cudajit: kernel '", k.name, "' is declared at lines ",
                       prev.line, " and ", k.line,
-                      " with different parameter lists; overloaded __global__ functions are not "
-                      "supported, give each its own name.");
-    if (k.is_definition && !prev.is_definition) {
-      // Keep the definition's parameter names, which calls use as keywords.
-      unique[it->second] = k;
-    }
+                      " with different parameter lists or in different namespaces; overloaded "
+                      "__global__ functions are not supported, give each its own name.");
+    std::vector<std::pair<size_t, std::string>> edits = prev.edits;
+    edits.insert(edits.end(), k.edits.begin(), k.edits.end());
+    // Keep the definition's parameter names, which calls use as keywords.
+    if (k.is_definition && !prev.is_definition) prev = k;
+    prev.edits = std::move(edits);
   }
   return unique;
 }
 
 std::string rewrite_layouts(const std::string& source, const std::vector<KernelDecl>& kernels) {
-  const std::string masked = mask_source(source);
-  const std::vector<Token> t = tokenize(masked, 0, masked.size());
-  std::set<std::string> rewrite;
-  for (const auto& k : kernels)
-    if (k.layout_params() > 0) rewrite.insert(k.name);
-  if (rewrite.empty()) return source;
-
-  struct Edit {
-    size_t pos;
-    std::string text;
-  };
-  std::vector<Edit> edits;
-  // Each declaration (a kernel may be declared before it is defined) is reflected on its own
-  // window of the source, so that its offsets are exact.
-  for (size_t g = 0; g < t.size(); ++g) {
-    if (t[g].text != "__global__") continue;
-    size_t end = masked.size();
-    for (size_t j = g + 1; j < t.size(); ++j)
-      if (t[j].text == "{" || t[j].text == ";") {
-        end = t[j].pos + 1;
-        break;
-      }
-    std::string window(masked.size(), ' ');
-    // The window starts at the declaration's specifiers (static, extern "C") or its template
-    // header, so that a new template header goes in front of them.
-    size_t b = g;
-    while (b > 0 && is_decl_specifier(t[b - 1].text)) --b;
-    size_t wb = t[b].pos;
-    if (b > 0 && t[b - 1].text == ">") {
-      int depth = 0;
-      size_t j = b - 1;
-      for (;; --j) {
-        if (t[j].text == ">") ++depth;
-        else if (t[j].text == "<" && --depth == 0) break;
-        if (j == 0) break;
-      }
-      if (j > 0 && t[j - 1].text == "template") wb = t[j - 1].pos;
-    }
-    for (size_t c = wb; c < end; ++c) window[c] = source[c];
-    auto one = reflect_kernels(window);
-    if (one.size() != 1 || rewrite.count(one[0].name) == 0) continue;
-    const KernelDecl& k = one[0];
-    size_t li = 0;
-    std::string header_extra;
-    for (const auto& p : k.params) {
-      if (p.kind != ParamKind::kArray || p.layout != LayoutMode::kDeduced) continue;
-      std::string tag = "CjL" + std::to_string(li++);
-      edits.push_back({p.layout_insert, ", " + tag});
-      if (!header_extra.empty()) header_extra += ", ";
-      header_extra += "class " + tag;
-    }
-    if (k.is_template)
-      edits.push_back({k.template_close, ", " + header_extra});
-    else
-      edits.push_back({k.decl_begin, "template <" + header_extra + "> "});
-  }
-  std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.pos > b.pos; });
+  std::vector<std::pair<size_t, std::string>> edits;
+  for (const auto& k : kernels) edits.insert(edits.end(), k.edits.begin(), k.edits.end());
+  // From the back, so that earlier offsets stay valid.
+  std::stable_sort(edits.begin(), edits.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string out = source;
-  for (const auto& e : edits) out.insert(e.pos, e.text);
+  for (const auto& e : edits) out.insert(e.first, e.second);
   return out;
 }
 

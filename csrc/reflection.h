@@ -1,6 +1,6 @@
 // torch_cudajit: reflection of kernel declarations. Finds every __global__ function in a CUDA
-// C++ source, with its template header and each parameter's name, type, kind and constness,
-// without a compiler: the plugin uses this for keyword arguments, error messages that name
+// C++ source, with its template header and each parameter's name, type, kind and constness, as
+// the Clang front end (frontend.h) reads them: the plugin uses this for keyword arguments, error messages that name
 // parameters, the read-only/written split of tensors, and the source rewrite that lets
 // cj::Array parameters specialize on layout.
 #pragma once
@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch_cudajit {
@@ -50,6 +51,7 @@ struct Param {
 /// One reflected __global__ function.
 struct KernelDecl {
   std::string name;
+  std::string qualified_name;  ///< with its namespaces (`ns::saxpy`): how generated code names it
   std::string template_params;  ///< text between template < and >, empty if not a template
   bool is_template = false;
   bool is_extern_c = false;
@@ -58,6 +60,8 @@ struct KernelDecl {
   size_t decl_begin = 0;                         ///< start of `template` or of the declaration
   size_t template_close = std::string::npos;     ///< position of the template header's '>'
   size_t line = 1;                               ///< 1-based line of the declaration
+  /// The layout rewrite of every declaration of this kernel: (source offset, inserted text).
+  std::vector<std::pair<size_t, std::string>> edits;
 
   /// Index of the parameter with this name, if any.
   std::optional<size_t> find_param(const std::string& name) const;
@@ -76,12 +80,15 @@ struct KernelDecl {
 /// keeping every other character (and every newline) at its offset.
 std::string mask_source(const std::string& source);
 
-/// Finds all __global__ functions of a source. Throws c10::ValueError when a kernel name is
-/// declared with two different parameter lists (overloaded kernels are not supported).
-std::vector<KernelDecl> reflect_kernels(const std::string& source);
+/// Finds all __global__ functions of a source, preprocessed with `args` (the -I, -D, -U,
+/// -include and -std= options NVRTC gets). Throws c10::ValueError when a kernel name is declared
+/// with two different parameter lists (overloaded kernels are not supported).
+std::vector<KernelDecl> reflect_kernels(const std::string& source,
+                                        const std::vector<std::string>& args = {},
+                                        const std::string& filename = "kernel.cu");
 
 /// Rewrites the source so that every cj::Array parameter without an explicit layout gains a
-/// deduced layout template parameter (CjL<i>).
+/// deduced layout template parameter (CjL<i>): applies the kernels' edits.
 std::string rewrite_layouts(const std::string& source, const std::vector<KernelDecl>& kernels);
 
 /// The identifiers of a C++ type or expression, in order (`const Vec<T, 4>` -> const, Vec, T).

@@ -230,12 +230,29 @@ std::string helper_type(const std::string& type) {
 }
 }  // namespace
 
+namespace {
+// The namespaces around a kernel, as "a::b::" ("" at global scope).
+std::string scope_of(const KernelDecl& d) {
+  const std::string& q = d.qualified_name;
+  return q.size() > d.name.size() ? q.substr(0, q.size() - d.name.size()) : "";
+}
+}  // namespace
+
 std::string deduction_helper(const KernelDecl& d, const SpecKey* key, const std::string& suffix) {
+  // The helper goes in the kernel's namespace, where its parameter types mean what they mean
+  // in the kernel's declaration.
+  const std::string scope = scope_of(d);
+  std::string open, close;
+  for (size_t b = 0, e; (e = scope.find("::", b)) != std::string::npos; b = e + 2) {
+    open += "namespace " + scope.substr(b, e - b) + " {\n";
+    close += "}\n";
+  }
   // Two overloads: the preferred one makes scalars non-deduced, so that `T alpha` takes the T
   // of the tensors; the fallback deduces scalars from the Python value's type. An address
   // (None, cj.DevicePointer) has no element type, so its parameter is never deduced: `const T*
   // bias` takes the T of the other arguments.
   std::ostringstream os;
+  os << open;
   for (int priority : {1, 0}) {
     os << d.rewritten_template_header() << "\n__device__ auto cj_detail_sig_" << d.name << suffix
        << "(::cj::detail::priority<" << priority << ">";
@@ -253,6 +270,7 @@ std::string deduction_helper(const KernelDecl& d, const SpecKey* key, const std:
     for (size_t i = 0; i < d.params.size(); ++i) os << (i ? ", " : "") << "decltype(cj_p" << i << ")";
     os << ">;\n";
   }
+  os << close;
   return os.str();
 }
 
@@ -268,7 +286,8 @@ Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
   for (uint32_t i = 0; i < key.size; ++i)
     if (key.args[i].kind == ArgKind::kAddress) helper_suffix = "_" + std::to_string(tag);
   if (!helper_suffix.empty()) os << deduction_helper(d, &key, helper_suffix);
-  os << "using " << alias << " = decltype(cj_detail_sig_" << d.name << helper_suffix;
+  os << "using " << alias << " = decltype(" << scope_of(d) << "cj_detail_sig_" << d.name
+     << helper_suffix;
   if (!template_args.empty()) os << "<" << template_args << ">";
   os << "(::cj::detail::priority<1>{}";
   for (size_t i = 0; i < d.params.size(); ++i)
@@ -277,7 +296,8 @@ Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
   inst.alias_definition = os.str();
   // Explicit template arguments name the kernel too: parameters no argument mentions
   // (template <int N, ...>) cannot be deduced from the function type alone.
-  std::string kernel = template_args.empty() ? d.name : d.name + "<" + template_args + ">";
+  const std::string name = scope_of(d) + d.name;
+  std::string kernel = template_args.empty() ? name : name + "<" + template_args + ">";
   inst.kernel_expression = "static_cast<" + alias + "::fn>(" + kernel + ")";
   for (size_t i = 0; i < d.params.size(); ++i) {
     std::string t = alias + "::arg<" + std::to_string(i) + ">";

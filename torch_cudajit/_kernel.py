@@ -736,7 +736,8 @@ _PICKLE_VERSION = 3
 
 
 def _rebuild_kernel(version, source, filename, name, options, extensions, compiled):
-    kernel = Kernel(_C.Program(source, filename), name, options, extensions)
+    program = _C.Program(source, filename, list(options["options"]), options["std"])
+    kernel = Kernel(program, name, options, extensions)
     if version == _PICKLE_VERSION:
         for key, data, digest in compiled:
             # Each specialization is checked against the kernel (key, target, instantiation,
@@ -844,7 +845,7 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
     config = dict(options=opts, std=std, debug=bool(debug), lineinfo=bool(lineinfo),
                   template_args=_template_args(template_args), cache=cache, link=tuple(link_files),
                   cooperative=cooperative)
-    program = _C.Program(source, filename)
+    program = _C.Program(source, filename, opts, std)
     names = program.kernel_names
     if name is not None:
         program.params(name)  # raises ValueError naming the kernels that exist

@@ -36,8 +36,23 @@ def _nvidia_wheel_dirs():
                 yield lib
 
 
+def _libclang_path():
+    # The `libclang` wheel (a dependency) keeps its library in clang/native; finding the file
+    # does not import the bindings.
+    import importlib.util
+    spec = importlib.util.find_spec("clang")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(folder, "native", "libclang.so")
+        if os.path.isfile(path):
+            return path
+    return None
+
+
 def _configure():
     _C.set_package_include_dir(os.path.join(_PACKAGE_DIR, "include"))
+    libclang = _libclang_path()
+    if libclang:
+        _C.set_libclang_path(libclang)
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             _C.add_library_search_path(os.path.join(os.environ[var], "lib64"))

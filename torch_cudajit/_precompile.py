@@ -67,7 +67,9 @@ def _compile_in_worker(definition, args, arch, cache_settings):
         kernel = _WORKER_KERNELS.get(definition)
         if kernel is None:
             source, filename, name, options = definition
-            kernel = Kernel(_C.Program(source, filename), name, dict(options), ())
+            options = dict(options)
+            program = _C.Program(source, filename, list(options["options"]), options["std"])
+            kernel = Kernel(program, name, options, ())
             _WORKER_KERNELS[definition] = kernel
         return kernel._core.compile_serialized(args, arch)
     except BaseException:  # the parent compiles it again and raises the real error

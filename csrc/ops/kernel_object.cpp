@@ -65,7 +65,8 @@ KernelObject::KernelObject(std::string source, std::string name, std::vector<std
                            std::string std, bool debug, bool lineinfo, std::string template_args,
                            bool cache, std::vector<std::string> link, std::string filename,
                            int64_t cooperative)
-    : KernelObject(std::make_shared<const Program>(std::move(source), std::move(filename)),
+    : KernelObject(std::make_shared<const Program>(std::move(source), std::move(filename), options,
+                                                   std),
                    std::move(name), std::move(options), std::move(std), debug, lineinfo,
                    std::move(template_args), cache, std::move(link), cooperative) {}
 

@@ -19,6 +19,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/SmallVector.h>
 #include "../dispatcher.h"
+#include "../frontend.h"
 #include "../program.h"
 #include "../sha256.h"
 
@@ -506,6 +507,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("add_library_search_path", &torch_cudajit::detail::add_library_search_path);
   m.def("set_package_include_dir", &set_package_include_dir);
+  m.def("set_libclang_path", &set_libclang_path);
+  m.def("libclang_version", &libclang_version);
   m.def("nvrtc_version", &torch_cudajit::detail::nvrtc_version);
   m.def("nvrtc_compile_count", &nvrtc_compile_count);
   m.def("driver_available", &torch_cudajit::detail::driver_available);
@@ -553,7 +556,9 @@ PYBIND11_MODULE(_C, m) {
   });
 
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
-      .def(py::init<std::string, std::string>(), py::arg("source"), py::arg("filename") = "kernel.cu")
+      .def(py::init<std::string, std::string, std::vector<std::string>, std::string>(),
+           py::arg("source"), py::arg("filename") = "kernel.cu",
+           py::arg("options") = std::vector<std::string>{}, py::arg("std") = "c++17")
       .def_property_readonly("source", &Program::source)
       .def_property_readonly("filename", &Program::filename)
       .def_property_readonly("kernel_names", [](const Program& p) {

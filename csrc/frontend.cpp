@@ -1,0 +1,401 @@
+// torch_cudajit: the Clang front end (see frontend.h). libclang's C API is stable across LLVM
+// releases, so the plugin opens whichever libclang it finds (the `libclang` wheel's, or the
+// system's) at run time and declares the few entry points and plain-data types it uses below;
+// it neither links LLVM nor needs its headers to build.
+#include "frontend.h"
+
+#include <c10/util/Exception.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+
+namespace torch_cudajit {
+namespace detail {
+
+// The C API's value types, field for field as clang-c/Index.h declares them.
+struct CXString {
+  const void* data;
+  unsigned private_flags;
+};
+struct CXCursor {
+  int kind;
+  int xdata;
+  const void* data[3];
+};
+struct CXType {
+  int kind;
+  void* data[2];
+};
+struct CXSourceLocation {
+  const void* ptr_data[2];
+  unsigned int_data;
+};
+struct CXSourceRange {
+  const void* ptr_data[2];
+  unsigned begin_int_data;
+  unsigned end_int_data;
+};
+struct CXUnsavedFile {
+  const char* filename;
+  const char* contents;
+  unsigned long length;
+};
+using CXIndex = void*;
+using CXTranslationUnit = void*;
+using CXFile = void*;
+using CXClientData = void*;
+using CXCursorVisitor = int (*)(CXCursor, CXCursor, CXClientData);
+
+// Enumerator values of clang-c/Index.h.
+constexpr int kCursorFunctionDecl = 8, kCursorParmDecl = 10,
+              kCursorNamespace = 22, kCursorLinkageSpec = 23, kCursorTemplateTypeParameter = 27,
+              kCursorNonTypeTemplateParameter = 28, kCursorTemplateTemplateParameter = 29,
+              kCursorFunctionTemplate = 30, kCursorUnexposedDecl = 1,
+              kCursorCudaGlobalAttr = 414;
+constexpr int kTypeInvalid = 0;
+constexpr int kVisitBreak = 0, kVisitContinue = 1;
+constexpr unsigned kParseIncomplete = 0x02, kParseSkipFunctionBodies = 0x40,
+                   kParseKeepGoing = 0x200;
+
+#define CJ_LIBCLANG_FUNCTIONS(X)                                                                  \
+  X(clang_createIndex, CXIndex (*)(int, int))                                                     \
+  X(clang_disposeIndex, void (*)(CXIndex))                                                        \
+  X(clang_parseTranslationUnit2,                                                                  \
+    int (*)(CXIndex, const char*, const char* const*, int, CXUnsavedFile*, unsigned, unsigned,    \
+            CXTranslationUnit*))                                                                  \
+  X(clang_disposeTranslationUnit, void (*)(CXTranslationUnit))                                    \
+  X(clang_getTranslationUnitCursor, CXCursor (*)(CXTranslationUnit))                              \
+  X(clang_visitChildren, unsigned (*)(CXCursor, CXCursorVisitor, CXClientData))                   \
+  X(clang_getCursorKind, int (*)(CXCursor))                                                       \
+  X(clang_getCursorSpelling, CXString (*)(CXCursor))                                              \
+  X(clang_getCString, const char* (*)(CXString))                                                  \
+  X(clang_disposeString, void (*)(CXString))                                                      \
+  X(clang_getCursorExtent, CXSourceRange (*)(CXCursor))                                           \
+  X(clang_getCursorLocation, CXSourceLocation (*)(CXCursor))                                      \
+  X(clang_getRangeStart, CXSourceLocation (*)(CXSourceRange))                                     \
+  X(clang_getRangeEnd, CXSourceLocation (*)(CXSourceRange))                                       \
+  X(clang_getFileLocation, void (*)(CXSourceLocation, CXFile*, unsigned*, unsigned*, unsigned*))  \
+  X(clang_getSpellingLocation,                                                                    \
+    void (*)(CXSourceLocation, CXFile*, unsigned*, unsigned*, unsigned*))                         \
+  X(clang_getCursorType, CXType (*)(CXCursor))                                                    \
+  X(clang_getTypeSpelling, CXString (*)(CXType))                                                  \
+  X(clang_isInvalidDeclaration, unsigned (*)(CXCursor))                                           \
+  X(clang_getFile, CXFile (*)(CXTranslationUnit, const char*))                                   \
+  X(clang_getClangVersion, CXString (*)())
+
+struct LibclangApi {
+#define CJ_DECLARE_CLANG(name, type) \
+  using name##_type = type;          \
+  name##_type name = nullptr;
+  CJ_LIBCLANG_FUNCTIONS(CJ_DECLARE_CLANG)
+#undef CJ_DECLARE_CLANG
+  std::string path;
+};
+
+namespace {
+
+std::mutex& path_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::string& configured_path() {
+  static std::string p;
+  return p;
+}
+
+std::vector<std::string> libclang_candidates() {
+  std::vector<std::string> out;
+  if (const char* env = std::getenv("TORCH_CUDAJIT_LIBCLANG"); env != nullptr && *env != '\0')
+    out.emplace_back(env);
+  {
+    std::lock_guard<std::mutex> lock(path_mutex());
+    if (!configured_path().empty()) out.push_back(configured_path());
+  }
+  out.emplace_back("libclang.so");
+  out.emplace_back("libclang.so.1");
+  for (int v = 22; v >= 14; --v) {
+    out.push_back("libclang-" + std::to_string(v) + ".so.1");
+    out.push_back("/usr/lib/llvm-" + std::to_string(v) + "/lib/libclang.so.1");
+  }
+  return out;
+}
+
+LibclangApi load_libclang() {
+  LibclangApi api;
+  std::string tried;
+  void* handle = nullptr;
+  for (const auto& c : libclang_candidates()) {
+    // RTLD_LOCAL: LLVM's symbols must not interpose on those of another LLVM in the process
+    // (Triton's, numba's).
+    if ((handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
+      api.path = c;
+      break;
+    }
+    tried += "\n  " + c;
+  }
+  TORCH_CHECK(handle != nullptr,
+              "torch_cudajit: could not load libclang, which reads kernel declarations. Tried:",
+              tried,
+              "\nInstall it with `pip install libclang` (the Python package finds it), or set "
+              "TORCH_CUDAJIT_LIBCLANG to a libclang.so (LLVM 14 or newer).");
+#define CJ_LOAD_CLANG(name, type)                                                          \
+  api.name = reinterpret_cast<LibclangApi::name##_type>(dlsym(handle, #name));            \
+  TORCH_CHECK(api.name != nullptr, "torch_cudajit: ", api.path, " has no entry point " #name \
+              "; libclang from LLVM 14 or newer is required.");
+  CJ_LIBCLANG_FUNCTIONS(CJ_LOAD_CLANG)
+#undef CJ_LOAD_CLANG
+  return api;
+}
+
+const LibclangApi& libclang() {
+  static const LibclangApi api = load_libclang();
+  return api;
+}
+
+std::string take(CXString s) {
+  const char* c = libclang().clang_getCString(s);
+  std::string out = c != nullptr ? c : "";
+  libclang().clang_disposeString(s);
+  return out;
+}
+
+// The main file of the translation unit being walked.
+thread_local CXFile t_main_file = nullptr;
+
+// Offset of a location in the main file, npos when it lies elsewhere (a header). A location
+// inside a macro expansion (`__global__` is one) maps to where the macro was used.
+size_t main_offset(CXSourceLocation loc, unsigned* line = nullptr) {
+  CXFile file = nullptr;
+  unsigned l = 0, col = 0, off = 0;
+  libclang().clang_getFileLocation(loc, &file, &l, &col, &off);
+  if (file == nullptr || file != t_main_file) return std::string::npos;
+  if (line != nullptr) *line = l;
+  return off;
+}
+
+// True when a location was written in the main file itself, not produced by a macro.
+bool written_in_main(CXSourceLocation loc) {
+  CXFile file = nullptr;
+  unsigned l = 0, col = 0, spelled = 0;
+  libclang().clang_getSpellingLocation(loc, &file, &l, &col, &spelled);
+  return file == t_main_file && main_offset(loc) == spelled;
+}
+
+// The first non-blank, non-comment character at or after `pos`.
+size_t skip_blank(const std::string& s, size_t pos) {
+  while (pos < s.size()) {
+    if (std::isspace(static_cast<unsigned char>(s[pos])) ||
+        (s[pos] == '\\' && pos + 1 < s.size() && s[pos + 1] == '\n')) {
+      ++pos;
+    } else if (s.compare(pos, 2, "//") == 0) {
+      pos = s.find('\n', pos);
+    } else if (s.compare(pos, 2, "/*") == 0) {
+      size_t e = s.find("*/", pos + 2);
+      pos = e == std::string::npos ? e : e + 2;
+    } else {
+      break;
+    }
+  }
+  return pos;
+}
+
+struct Walk {
+  const std::string& source;
+  std::vector<std::string> scope;  // enclosing named namespaces
+  bool extern_c = false;
+  std::vector<ParsedKernel> out;
+};
+
+int visit(CXCursor cursor, CXCursor parent, CXClientData data);
+
+void visit_children(CXCursor cursor, Walk& w) {
+  libclang().clang_visitChildren(cursor, visit, &w);
+}
+
+bool is_kernel(CXCursor cursor) {
+  bool global = false;
+  libclang().clang_visitChildren(
+      cursor,
+      [](CXCursor c, CXCursor, CXClientData d) {
+        if (libclang().clang_getCursorKind(c) != kCursorCudaGlobalAttr) return kVisitContinue;
+        *static_cast<bool*>(d) = true;
+        return kVisitBreak;
+      },
+      &global);
+  return global;
+}
+
+void read_kernel(CXCursor cursor, bool is_template, Walk& w) {
+  const auto& c = libclang();
+  ParsedKernel k;
+  k.name = take(c.clang_getCursorSpelling(cursor));
+  for (const auto& s : w.scope) k.qualified_name += s + "::";
+  k.qualified_name += k.name;
+  k.is_extern_c = w.extern_c;
+  const CXSourceRange extent = c.clang_getCursorExtent(cursor);
+  k.begin = main_offset(c.clang_getRangeStart(extent));
+  unsigned line = 1;
+  const size_t name_offset = main_offset(c.clang_getCursorLocation(cursor), &line);
+  k.line = line;
+  // An abbreviated template (`auto` parameters, C++20) has no template header of its own: its
+  // invented template parameters sit in the parameter list.
+  k.is_template = is_template && k.begin != std::string::npos &&
+                  w.source.compare(k.begin, 8, "template") == 0;
+  // With bodies skipped the extent ends at the declarator; a definition's body follows it.
+  size_t end = main_offset(c.clang_getRangeEnd(extent));
+  for (int depth = 0; end < w.source.size(); end = skip_blank(w.source, end + 1)) {
+    const char ch = w.source[end];
+    if (depth == 0 && (ch == '{' || ch == ';')) break;
+    depth += ch == '(' ? 1 : ch == ')' ? -1 : 0;
+  }
+  k.is_definition = end < w.source.size() && w.source[end] == '{';
+  struct Children {
+    Walk* w;
+    ParsedKernel* k;
+    size_t name_offset;
+  } ch{&w, &k, name_offset};
+  c.clang_visitChildren(
+      cursor,
+      [](CXCursor p, CXCursor, CXClientData d) {
+        const auto& c = libclang();
+        auto& ch = *static_cast<Children*>(d);
+        const int kind = c.clang_getCursorKind(p);
+        const CXSourceRange r = c.clang_getCursorExtent(p);
+        if (kind == kCursorTemplateTypeParameter || kind == kCursorNonTypeTemplateParameter ||
+            kind == kCursorTemplateTemplateParameter) {
+          const size_t b = main_offset(c.clang_getRangeStart(r));
+          const size_t e = main_offset(c.clang_getRangeEnd(r));
+          if (!ch.k->is_template || b >= ch.name_offset) return kVisitContinue;  // invented
+          if (ch.k->template_params_begin == std::string::npos) ch.k->template_params_begin = b;
+          ch.k->template_params_end = e;
+        } else if (kind == kCursorParmDecl) {
+          ParsedParam pp;
+          pp.name = take(c.clang_getCursorSpelling(p));
+          const CXType t = c.clang_getCursorType(p);
+          pp.spelling = take(c.clang_getTypeSpelling(t));
+          pp.invalid = c.clang_isInvalidDeclaration(p) != 0 || t.kind == kTypeInvalid;
+          const CXSourceLocation b = c.clang_getRangeStart(r), e = c.clang_getRangeEnd(r);
+          if (written_in_main(b) && written_in_main(e)) {
+            pp.begin = main_offset(b);
+            const size_t end = main_offset(e);
+            if (end >= pp.begin && end <= ch.w->source.size())
+              pp.source_text = ch.w->source.substr(pp.begin, end - pp.begin);
+          }
+          ch.k->params.push_back(std::move(pp));
+        }
+        return kVisitContinue;
+      },
+      &ch);
+  if (k.is_template && k.template_params_end != std::string::npos) {
+    const size_t close = skip_blank(w.source, k.template_params_end);
+    if (close < w.source.size() && w.source[close] == '>') k.template_close = close;
+  }
+  w.out.push_back(std::move(k));
+}
+
+int visit(CXCursor cursor, CXCursor, CXClientData data) {
+  const auto& c = libclang();
+  Walk& w = *static_cast<Walk*>(data);
+  const int kind = c.clang_getCursorKind(cursor);
+  if (kind == kCursorNamespace) {
+    const std::string name = take(c.clang_getCursorSpelling(cursor));
+    // Kernels of an unnamed namespace are named without it in the same source.
+    if (!name.empty()) w.scope.push_back(name);
+    visit_children(cursor, w);
+    if (!name.empty()) w.scope.pop_back();
+  } else if (kind == kCursorLinkageSpec || kind == kCursorUnexposedDecl) {
+    const bool outer = w.extern_c;
+    w.extern_c = kind == kCursorLinkageSpec || outer;
+    visit_children(cursor, w);
+    w.extern_c = outer;
+  } else if ((kind == kCursorFunctionDecl || kind == kCursorFunctionTemplate) &&
+             main_offset(c.clang_getCursorLocation(cursor)) != std::string::npos &&
+             is_kernel(cursor)) {
+    // An explicit specialization (`template <> __global__ void k<float>(...)`) is code for one
+    // instantiation, not an entry point of its own.
+    // Its declaration starts with `template <>` though it is no function template.
+    if (kind == kCursorFunctionDecl) {
+      const size_t b = main_offset(c.clang_getRangeStart(c.clang_getCursorExtent(cursor)));
+      if (b != std::string::npos && w.source.compare(b, 8, "template") == 0) return kVisitContinue;
+    }
+    read_kernel(cursor, kind == kCursorFunctionTemplate, w);
+  }
+  return kVisitContinue;
+}
+
+// What nvcc's and NVRTC's CUDA mode gives every source before its first line, for Clang's
+// CUDA mode without CUDA's runtime wrapper headers: the execution-space keywords as the
+// attributes Clang knows, NVRTC's predefined macros and types, and CUDA's vector types.
+constexpr const char* kPrelude = R"(
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __host__ __attribute__((host))
+#define __shared__ __attribute__((shared))
+#define __constant__ __attribute__((constant))
+#define __managed__ __attribute__((managed))
+#define __grid_constant__
+#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+#define __cluster_dims__(...)
+#define __maxnreg__(...)
+#define __forceinline__ __inline__ __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __restrict__ __restrict
+#define __CUDACC__ 1
+#define __CUDACC_RTC__ 1
+typedef __SIZE_TYPE__ size_t;
+#if __has_include(<vector_types.h>)
+#include <vector_types.h>
+#endif
+)";
+constexpr const char* kPreludePath = "/torch_cudajit/frontend_prelude.h";
+
+}  // namespace
+}  // namespace detail
+
+void set_libclang_path(const std::string& path) {
+  std::lock_guard<std::mutex> lock(detail::path_mutex());
+  detail::configured_path() = path;
+}
+
+std::string libclang_version() {
+  return detail::take(detail::libclang().clang_getClangVersion());
+}
+
+std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::string& filename,
+                                        const std::vector<std::string>& args) {
+  using namespace detail;
+  const auto& c = libclang();
+  // An absolute name, so that the unsaved buffer cannot be confused with a file of the same
+  // name in the working directory.
+  const std::string main = "/torch_cudajit/source/" + filename;
+  std::vector<std::string> argv = {"-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib",
+                                   "--cuda-gpu-arch=sm_80", "-fsyntax-only", "-w",
+                                   "-ferror-limit=0", "-include", kPreludePath};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<const char*> cargs;
+  for (const auto& a : argv) cargs.push_back(a.c_str());
+  CXUnsavedFile files[2] = {{main.c_str(), source.data(), source.size()},
+                            {kPreludePath, kPrelude, std::char_traits<char>::length(kPrelude)}};
+  CXIndex index = c.clang_createIndex(0, 0);
+  CXTranslationUnit tu = nullptr;
+  const int err = c.clang_parseTranslationUnit2(
+      index, main.c_str(), cargs.data(), static_cast<int>(cargs.size()), files, 2,
+      kParseIncomplete | kParseSkipFunctionBodies | kParseKeepGoing, &tu);
+  if (err != 0 || tu == nullptr) {
+    c.clang_disposeIndex(index);
+    std::string line;
+    for (const auto& a : argv) line += " " + a;
+    TORCH_CHECK(false, "torch_cudajit: libclang (", c.path, ") could not parse '", filename,
+                "' (error code ", err, "); arguments:", line);
+  }
+  Walk w{source, {}, false, {}};
+  t_main_file = c.clang_getFile(tu, main.c_str());
+  visit_children(c.clang_getTranslationUnitCursor(tu), w);
+  c.clang_disposeTranslationUnit(tu);
+  c.clang_disposeIndex(index);
+  return std::move(w.out);
+}
+
+}  // namespace torch_cudajit

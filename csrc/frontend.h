@@ -1,0 +1,54 @@
+// torch_cudajit: the C++ front end. Clang (libclang, loaded at run time) preprocesses a kernel
+// source with the include folders, macros and language standard that NVRTC gets, and parses its
+// declarations (function bodies skipped). What it returns is what the compiler sees: kernels in
+// `#if 0` blocks are gone, macros and backslash continuations are expanded, namespaces and
+// extern "C" blocks are known, typedefs resolve. reflection.cpp turns these declarations into
+// the parameter table; nothing else reads source text for declarations.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+
+/// One parameter of a kernel declaration, as Clang read it.
+struct ParsedParam {
+  std::string name;       ///< declared name, "" when unnamed
+  std::string spelling;   ///< the type as written, macros expanded, typedef names kept
+  bool invalid = false;   ///< Clang could not resolve the type; `source_text` is what was written
+  std::string source_text;  ///< the declaration's text in the source ("" when a macro made it)
+  size_t begin = std::string::npos;  ///< offset of the declaration in the source, npos if none
+};
+
+/// One declaration (or definition) of a __global__ function in the main source.
+struct ParsedKernel {
+  std::string name;            ///< the unqualified name
+  std::string qualified_name;  ///< with its named namespaces (`ns::saxpy`), as code refers to it
+  bool is_template = false;
+  bool is_extern_c = false;
+  bool is_definition = false;
+  size_t begin = 0;  ///< offset of the declaration (its template header or first specifier)
+  /// Template parameter list: offsets of its first and one past its last character, and of the
+  /// closing '>' (npos when not a template).
+  size_t template_params_begin = std::string::npos;
+  size_t template_params_end = std::string::npos;
+  size_t template_close = std::string::npos;
+  size_t line = 1;  ///< 1-based line of the declaration
+  std::vector<ParsedParam> params;
+};
+
+/// Parses the __global__ declarations of `source` with Clang. `args` are the preprocessor
+/// options NVRTC gets (-I, -D, -U, -include, -std=); the front end adds its own CUDA mode and
+/// prelude. Throws c10::Error when libclang cannot be loaded, saying how to install it.
+std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::string& filename,
+                                        const std::vector<std::string>& args);
+
+/// Uses this libclang shared library (the Python package passes the `libclang` wheel's copy).
+/// TORCH_CUDAJIT_LIBCLANG, when set, still comes first.
+void set_libclang_path(const std::string& path);
+
+/// The loaded libclang's version string ("clang version 18.1.1 ..."); loads it if needed.
+std::string libclang_version();
+
+}  // namespace torch_cudajit
