@@ -214,10 +214,10 @@ ImageFormat image_format(const std::string& image) {
                     "points at a fatbin. Pass the fatbin itself (nvcc -fatbin, or the "
                     "wrapper's data).");
   // PTX is text: the .version directive comes first, after comments.
-  const size_t version = image.find(".version");
-  const bool text = image.find('\0') == std::string::npos ||
-                    image.find_first_not_of('\0', image.find('\0')) == std::string::npos;
-  if (version != std::string::npos && text && image.find(".target") != std::string::npos)
+  // A NUL may only end it (C strings written whole).
+  const size_t nul = image.find('\0');
+  const bool text = nul == std::string::npos || image.find_first_not_of('\0', nul) == std::string::npos;
+  if (text && image.find(".version") != std::string::npos && image.find(".target") != std::string::npos)
     return ImageFormat::kPtx;
   std::string head;
   for (size_t i = 0; i < std::min<size_t>(image.size(), 8); ++i) {
