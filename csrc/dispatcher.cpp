@@ -1,6 +1,7 @@
 // torch_cudajit: binding, key computation, specialization cache and launch (see dispatcher.h).
 #include "dispatcher.h"
 
+#include <ATen/ops/from_blob.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -184,8 +185,24 @@ TypeCode type_code_of(c10::ScalarType dtype) {
 LoadedKernel& Specialization::loaded() {
   std::call_once(load_once_, [this] {
     auto library = std::make_shared<LoadedLibrary>(compiled);
+    TORCH_CHECK_VALUE(!prebuilt || library->has_kernel(lowered_name), "torch_cudajit: the ",
+                      compiled->target, " image has no kernel named '", lowered_name,
+                      "'. Pass lowered_name= the kernel's symbol in the image (extern \"C\" "
+                      "kernels keep their name; C++ ones are mangled, e.g. _Z5saxpyPfPKff; "
+                      "cuobjdump -symbols lists them).");
     loaded_ = std::make_shared<LoadedKernel>(library, lowered_name);
     // The driver's view of the parameter list must match the plugin's packing.
+    if (prebuilt) {
+      // One more than declared: an image kernel with more parameters is a mismatch too.
+      const std::vector<size_t> image = loaded_->driver_param_sizes(slots.size() + 1);
+      std::string declared, found;
+      for (const auto& slot : slots) declared += (declared.empty() ? "" : ", ") + std::to_string(slot.size);
+      for (size_t size : image) found += (found.empty() ? "" : ", ") + std::to_string(size);
+      TORCH_CHECK_VALUE(declared == found, "torch_cudajit: the declaration of prebuilt kernel '",
+                        lowered_name, "' does not match the image: its parameters take (", declared,
+                        ") bytes as declared, but (", found, ") bytes in the image. Pass the "
+                        "declaration the image was compiled from.");
+    }
     std::vector<size_t> sizes = loaded_->driver_param_sizes(slots.size());
     TORCH_INTERNAL_ASSERT(sizes.size() == slots.size(), lowered_name, " has ", sizes.size(),
                           " parameter(s) for the driver, ", slots.size(), " packed");
@@ -430,6 +447,7 @@ std::shared_ptr<Specialization> Dispatcher::build(
   spec->lowered_name = compiled->lowered_names[index];
   spec->name_expression = compiled->name_expressions[index];
   spec->probes = compiled->probes[index];
+  spec->prebuilt = options_.prebuilt != nullptr;
   uint32_t offset = 0;
   for (uint32_t i = 0; i < key.size; ++i) {
     const ParamProbe& pr = spec->probes[i];
@@ -545,8 +563,9 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
         CacheOutcome outcome;
         std::shared_ptr<const CompiledProgram> compiled;
         try {
-          compiled = std::make_shared<const CompiledProgram>(
-              compile_cached(*program_, group_requests, opts, options_.cache, &outcome));
+          compiled = options_.prebuilt ? options_.prebuilt
+                                       : std::make_shared<const CompiledProgram>(compile_cached(
+                                             *program_, group_requests, opts, options_.cache, &outcome));
         } catch (const CompileError&) {
           for (size_t j : group) {
             explain_address_failure(keys[todo[j]]);
@@ -557,7 +576,8 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
         if (outcome == CacheOutcome::kHit) counters_.hits++;
         if (outcome == CacheOutcome::kMiss) counters_.misses++;
         for (size_t g = 0; g < group.size(); ++g) {
-          built[group[g]] = build(keys[todo[group[g]]], compiled, g);
+          // A prebuilt image holds the one kernel every key launches.
+          built[group[g]] = build(keys[todo[group[g]]], compiled, options_.prebuilt ? 0 : g);
           done[group[g]] = true;
         }
       }
@@ -672,6 +692,8 @@ void Dispatcher::check_pointees(const Specialization& spec, const Arg* args, siz
 }
 
 CompiledProgram Dispatcher::compile_detached(const SpecKey& key, CacheOutcome* outcome) const {
+  TORCH_CHECK_VALUE(!options_.prebuilt, "torch_cudajit: kernel '", decl_->name,
+                    "' is prebuilt code (torch_cudajit.load); there is nothing to compile.");
   CompileOptions opts = options_.compile;
   opts.arch = key.arch;
   return compile_cached(*program_, {{decl_->name, key, options_.template_args}}, opts,
@@ -1030,7 +1052,48 @@ KernelResources Dispatcher::resources(Specialization& spec, int device) {
   r.const_mem_size = k.attribute(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, device);
   r.local_mem_per_thread = k.attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, device);
   r.max_threads_per_block = k.attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device);
+  r.ptx_version = k.attribute(CU_FUNC_ATTRIBUTE_PTX_VERSION, device);
+  r.binary_version = k.attribute(CU_FUNC_ATTRIBUTE_BINARY_VERSION, device);
+  // Read after device_state, which applies what set_attribute recorded to this device.
+  k.device_state(device);
+  r.max_dynamic_shared_size_bytes = k.attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, device);
+  r.preferred_shared_memory_carveout = k.attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, device);
   return r;
+}
+
+void Dispatcher::set_attribute(Specialization& spec, int device, CUfunction_attribute attr, int value) {
+  DeviceScope scope(device);
+  LoadedKernel& k = spec.loaded();
+  const KernelDeviceState& state = k.device_state(device);
+  if (attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+    const DeviceLimits& lim = device_limits(device);
+    const int available = lim.max_shared_optin - state.static_shared;
+    TORCH_CHECK_VALUE(value <= available, "torch_cudajit: max_dynamic_shared_size_bytes of kernel '",
+                      decl_->name, "' ", spec.signature, " may be at most ", available,
+                      " on cuda:", device, " (", lim.max_shared_optin, " per block minus ",
+                      state.static_shared, " static); got ", value, ".");
+  }
+  k.set_attribute(attr, value);
+}
+
+at::Tensor Dispatcher::global(const std::shared_ptr<Specialization>& spec, int device,
+                              const std::string& name) {
+  DeviceScope scope(device);
+  LoadedKernel& k = spec->loaded();
+  k.device_state(device);  // loads the module into this device's context
+  const auto [address, size] = k.library().global(name.c_str());
+  TORCH_CHECK_VALUE(address != 0, "torch_cudajit: the module of kernel '", decl_->name, "' ",
+                    spec->signature, " has no __device__ or __constant__ variable named '", name,
+                    "'. Declare it at namespace scope in the kernel's source; a variable inside "
+                    "a namespace is found by its mangled name, and extern \"C\" keeps the name "
+                    "as written.");
+  // The deleter holds the specialization, which holds the loaded module: the memory stays
+  // valid for as long as any tensor aliases it.
+  std::shared_ptr<Specialization> keep = spec;
+  const c10::Device where(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
+  return at::from_blob(reinterpret_cast<void*>(static_cast<uintptr_t>(address)),
+                       {static_cast<int64_t>(size)}, [keep](void*) {},
+                       at::TensorOptions().dtype(at::kByte).device(where), where);
 }
 
 int64_t Dispatcher::max_cooperative_grid_blocks(Specialization& spec, int device, int threads,

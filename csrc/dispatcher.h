@@ -62,6 +62,9 @@ struct KernelOptions {
   bool cache = true;          ///< use the disk cache (when it is enabled for the process)
   /// Launch with cuLaunchCooperativeKernel: -1 detects grid syncs in the source, 0 or 1 force.
   int cooperative = -1;
+  /// Prebuilt code (torch_cudajit.load, prebuilt_program): every key uses this image and
+  /// nothing is compiled. The Program then holds only the kernel's declaration.
+  std::shared_ptr<const CompiledProgram> prebuilt;
 };
 
 /// How one parameter is filled at launch.
@@ -94,6 +97,9 @@ struct Specialization {
   std::vector<Slot> slots;
   uint32_t buffer_size = 0;
   bool writes_tensors = false;  ///< some slot is written (skips the autograd bookkeeping loop)
+  /// Prebuilt code: the declaration, not a compiler, gave the parameter list, so loading checks
+  /// it against the image and reports a mismatch as the caller's error.
+  bool prebuilt = false;
 
   /// The loaded kernel (first launch loads it; thread-safe).
   LoadedKernel& loaded();
@@ -138,6 +144,10 @@ struct KernelResources {
   int const_mem_size = 0;        ///< bytes
   int local_mem_per_thread = 0;  ///< bytes
   int max_threads_per_block = 0;
+  int ptx_version = 0;     ///< PTX ISA version the kernel was compiled from, e.g. 90 for 9.0
+  int binary_version = 0;  ///< architecture of the machine code, e.g. 90 for sm_90
+  int max_dynamic_shared_size_bytes = 0;     ///< settable (set_attribute)
+  int preferred_shared_memory_carveout = 0;  ///< percent of L1 for shared memory, -1: default
 };
 
 /// Compiles, caches and launches one __global__ function of a Program.
@@ -195,6 +205,15 @@ class Dispatcher {
   bool grid_strides() const { return grid_strides_; }
   /// Registers, memory and the thread limit of a specialization on a device.
   KernelResources resources(Specialization& spec, int device);
+  /// Sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES or _PREFERRED_SHARED_MEMORY_CARVEOUT
+  /// of a specialization, loading it on `device` first; the value applies on every device
+  /// the specialization is loaded on, now or later. Throws c10::ValueError when `device`
+  /// cannot give that much dynamic shared memory.
+  void set_attribute(Specialization& spec, int device, CUfunction_attribute attr, int value);
+  /// A uint8 tensor aliasing the __device__ or __constant__ variable `name` of a
+  /// specialization's module on `device` (loading it there). The tensor keeps the module
+  /// loaded. Throws c10::ValueError when the module has no such variable.
+  at::Tensor global(const std::shared_ptr<Specialization>& spec, int device, const std::string& name);
   /// The most blocks of `threads` threads (with `dynamic_shared` bytes each) that can be
   /// resident at once on a device: the largest grid a cooperative launch may use.
   int64_t max_cooperative_grid_blocks(Specialization& spec, int device, int threads,

@@ -3,6 +3,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
 namespace torch_cudajit {
 
 const DeviceLimits& device_limits(int device) {
@@ -65,6 +69,11 @@ CUkernel LoadedLibrary::get_kernel(const std::string& lowered_name) const {
   return k;
 }
 
+bool LoadedLibrary::has_kernel(const std::string& lowered_name) const {
+  CUkernel k = nullptr;
+  return detail::driver().cuLibraryGetKernel(&k, library_, lowered_name.c_str()) == CUDA_SUCCESS;
+}
+
 std::pair<CUdeviceptr, size_t> LoadedLibrary::global(const char* name) const {
   CUdeviceptr ptr = 0;
   size_t size = 0;
@@ -88,6 +97,7 @@ const KernelDeviceState& LoadedKernel::device_state(int device) {
   CJ_CHECK(cuKernelGetAttribute, &s.max_threads_per_block, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
            kernel_, dev);
   CJ_CHECK(cuKernelGetAttribute, &s.static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel_, dev);
+  for (const auto& [attr, value] : settings_) apply_attribute(attr, value, device);
   ready_[static_cast<size_t>(device)].store(true, std::memory_order_release);
   return s;
 }
@@ -152,6 +162,25 @@ int LoadedKernel::attribute(CUfunction_attribute attr, int device) const {
   return value;
 }
 
+void LoadedKernel::apply_attribute(CUfunction_attribute attr, int value, int device) {
+  CUdevice dev;
+  CJ_CHECK(cuDeviceGet, &dev, device);
+  CJ_CHECK(cuKernelSetAttribute, attr, value, kernel_, dev);
+  // The launch path raises the limit only past what it knows to be set.
+  if (attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    devices_[static_cast<size_t>(device)].dynamic_shared_limit = value;
+}
+
+void LoadedKernel::set_attribute(CUfunction_attribute attr, int value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int device = 0; device < kMaxDevices; ++device)
+    if (ready_[static_cast<size_t>(device)].load(std::memory_order_relaxed))
+      apply_attribute(attr, value, device);
+  auto same = [attr](const std::pair<CUfunction_attribute, int>& s) { return s.first == attr; };
+  settings_.erase(std::remove_if(settings_.begin(), settings_.end(), same), settings_.end());
+  settings_.emplace_back(attr, value);
+}
+
 CUfunction LoadedKernel::function() const {
   CUfunction f;
   CJ_CHECK(cuKernelGetFunction, &f, kernel_);
@@ -162,6 +191,65 @@ int LoadedKernel::max_active_blocks_per_sm(int threads, size_t dynamic_shared) c
   int blocks = 0;
   CJ_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks, function(), threads, dynamic_shared);
   return blocks;
+}
+
+const char* to_string(ImageFormat format) {
+  switch (format) {
+    case ImageFormat::kPtx: return "PTX";
+    case ImageFormat::kCubin: return "CUBIN";
+    case ImageFormat::kFatbin: return "fatbin";
+  }
+  return "?";
+}
+
+ImageFormat image_format(const std::string& image) {
+  constexpr uint32_t kFatbinMagic = 0xba55ed50u;         // fatbinary.h's FATBIN_MAGIC
+  constexpr uint32_t kFatbinWrapperMagic = 0x466243b1u;  // __fatBinC_Wrapper_t, a host struct
+  uint32_t magic = 0;
+  if (image.size() >= 4) std::memcpy(&magic, image.data(), 4);
+  if (image.compare(0, 4, "\x7f" "ELF") == 0) return ImageFormat::kCubin;
+  if (magic == kFatbinMagic) return ImageFormat::kFatbin;
+  TORCH_CHECK_VALUE(magic != kFatbinWrapperMagic, "torch_cudajit: the image starts with "
+                    "0x466243b1, the magic of a __fatBinC_Wrapper_t: a host-side struct that "
+                    "points at a fatbin. Pass the fatbin itself (nvcc -fatbin, or the "
+                    "wrapper's data).");
+  // PTX is text: the .version directive comes first, after comments.
+  // A NUL may only end it (C strings written whole).
+  const size_t nul = image.find('\0');
+  const bool text = nul == std::string::npos || image.find_first_not_of('\0', nul) == std::string::npos;
+  if (text && image.find(".version") != std::string::npos && image.find(".target") != std::string::npos)
+    return ImageFormat::kPtx;
+  std::string head;
+  for (size_t i = 0; i < std::min<size_t>(image.size(), 8); ++i) {
+    char byte[4];
+    std::snprintf(byte, sizeof(byte), "%02x", static_cast<unsigned char>(image[i]));
+    head += (i ? " " : "") + std::string(byte);
+  }
+  TORCH_CHECK_VALUE(false, "torch_cudajit: the image (", image.size(), " bytes",
+                    image.empty() ? "" : ", starting with " + head,
+                    ") is neither PTX (text with .version and .target directives), CUBIN (an ELF "
+                    "file, 7f 45 4c 46) nor a fatbin (50 ed 55 ba). Pass the output of nvcc "
+                    "-ptx, -cubin or -fatbin, or of NVRTC (kernel.compile(...).cubin / .ptx); "
+                    "LTO-IR must be linked first.");
+}
+
+CompiledProgram prebuilt_program(std::string image, const KernelDecl& decl,
+                                 const std::string& lowered_name) {
+  const ImageFormat format = image_format(image);
+  CompiledProgram out;
+  out.target = to_string(format);
+  out.has_cubin = format != ImageFormat::kPtx;
+  if (out.has_cubin) {
+    out.cubin = std::move(image);
+  } else {
+    // The driver reads PTX up to its NUL terminator, which c_str() adds.
+    while (!image.empty() && image.back() == '\0') image.pop_back();
+    out.ptx = std::move(image);
+  }
+  out.lowered_names = {lowered_name};
+  out.name_expressions = {lowered_name};
+  out.probes = {declared_probes(decl)};
+  return out;
 }
 
 }  // namespace torch_cudajit

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 namespace torch_cudajit {
 
@@ -43,6 +44,8 @@ class LoadedLibrary {
   LoadedLibrary& operator=(const LoadedLibrary&) = delete;
 
   CUkernel get_kernel(const std::string& lowered_name) const;
+  /// True when the library holds a kernel of this lowered name.
+  bool has_kernel(const std::string& lowered_name) const;
   /// Device address and size of a __device__ variable in the current context ({0, 0} when
   /// the module has no such symbol).
   std::pair<CUdeviceptr, size_t> global(const char* name) const;
@@ -81,6 +84,10 @@ class LoadedKernel {
   std::vector<size_t> driver_param_sizes(size_t count) const;
   /// A function attribute (CU_FUNC_ATTRIBUTE_*) on a device.
   int attribute(CUfunction_attribute attr, int device) const;
+  /// Sets a settable attribute (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+  /// CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) on every device the kernel is
+  /// loaded on, and remembers it for the devices it is loaded on later (device_state).
+  void set_attribute(CUfunction_attribute attr, int value);
   /// Blocks of `threads` threads with `dynamic_shared` bytes that fit on one SM at once
   /// (call with the device's context current).
   int max_active_blocks_per_sm(int threads, size_t dynamic_shared) const;
@@ -94,6 +101,29 @@ class LoadedKernel {
   std::mutex mutex_;
   std::array<KernelDeviceState, kMaxDevices> devices_{};
   std::array<std::atomic<bool>, kMaxDevices> ready_{};
+  /// Attributes set through set_attribute, in order, applied to each newly loaded device.
+  std::vector<std::pair<CUfunction_attribute, int>> settings_;
+
+  /// Sets an attribute on one device; call with mutex_ held.
+  void apply_attribute(CUfunction_attribute attr, int value, int device);
 };
+
+/// The kinds of prebuilt device code torch_cudajit.load takes.
+enum class ImageFormat { kPtx, kCubin, kFatbin };
+
+/// "PTX", "CUBIN" or "fatbin".
+const char* to_string(ImageFormat format);
+
+/// The format of a prebuilt image, told by its first bytes: ELF (CUBIN), the fatbin magic
+/// 0xba55ed50, or PTX text (a `.version` directive). Throws c10::ValueError describing what
+/// the image starts with otherwise.
+ImageFormat image_format(const std::string& image);
+
+/// A CompiledProgram holding prebuilt code for one kernel, which NVRTC never sees: the image,
+/// the kernel's lowered (symbol) name and the probes read from its declaration
+/// (declared_probes). Throws c10::ValueError for an image of unknown format or a declaration
+/// prebuilt code cannot be launched through.
+CompiledProgram prebuilt_program(std::string image, const KernelDecl& decl,
+                                 const std::string& lowered_name);
 
 }  // namespace torch_cudajit

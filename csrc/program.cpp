@@ -160,6 +160,33 @@ std::string first_error(const std::string& log) {
   return out;
 }
 
+std::string condensed_log(const std::string& log) {
+  std::istringstream is(log);
+  std::string line, out;
+  size_t follow_ups = 0;
+  bool skipping = false;
+  while (std::getline(is, line)) {
+    if (line.rfind("__nv_name_map", 0) == 0) {
+      follow_ups += line.find(": error: ") != std::string::npos;
+      skipping = true;
+      continue;
+    }
+    // A name-map error's excerpt and caret run up to the blank line that ends it.
+    if (skipping) {
+      const bool excerpt = !line.empty() && (line[0] == ' ' || line[0] == '\t');
+      skipping = excerpt;
+      if (excerpt || line.empty()) continue;
+    }
+    out += line + "\n";
+  }
+  if (follow_ups > 0)
+    out += "(" + std::to_string(follow_ups) + " follow-on error(s) of NVRTC's name map "
+           "(__nv_name_map), caused by the errors above, are left out here; CompileError.log "
+           "has the whole log.)\n";
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
 }  // namespace detail
 
 CompileError::CompileError(std::string kernel_name, std::string arch,
@@ -171,7 +198,7 @@ CompileError::CompileError(std::string kernel_name, std::string arch,
             os << "torch_cudajit: kernel '" << kernel_name << "' failed to compile for " << arch
                << ".\n" << hint << "NVRTC options:";
             for (const auto& o : options) os << " " << o;
-            os << "\nNVRTC log:\n" << log << "\nSource:\n" << numbered_source;
+            os << "\nNVRTC log:\n" << detail::condensed_log(log) << "\nSource:\n" << numbered_source;
             return os.str();
           }(),
           /*backtrace=*/nullptr),

@@ -141,6 +141,10 @@ std::string missing_header_hint(const std::string& log, const std::string& cuda_
 /// a message; empty when the log has no error line. Errors of NVRTC's name-expression map
 /// (__nv_name_map), which only follow from an earlier failure, are skipped.
 std::string first_error(const std::string& log);
+/// An NVRTC log for a message: the errors of NVRTC's name-expression map (__nv_name_map),
+/// which only follow from an earlier failure and can run to dozens, are replaced by one line
+/// that counts them after the rest of the log. CompileError::log() keeps the whole log.
+std::string condensed_log(const std::string& log);
 }  // namespace detail
 
 }  // namespace torch_cudajit

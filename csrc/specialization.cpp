@@ -343,4 +343,51 @@ ParamProbe parse_probe(const std::string& lowered) {
   return p;
 }
 
+namespace {
+// CUDA's alignment of a vector type (vector_types.h): 3-lane types align to their element, the
+// 4-lane 64-bit ones to 16 bytes (32 for the _32a variants), all others to their own size.
+uint32_t vector_alignment(const std::string& name, const VectorType& v) {
+  const uint32_t elem = static_cast<uint32_t>(type_size(v.element));
+  if (v.lanes == 3) return elem;
+  if (v.lanes == 4 && elem == 8) return name.size() > 4 && name.compare(name.size() - 4, 4, "_32a") == 0 ? 32 : 16;
+  return elem * v.lanes;
+}
+}  // namespace
+
+std::vector<ParamProbe> declared_probes(const KernelDecl& decl) {
+  auto refuse = [&](const std::string& what) {
+    TORCH_CHECK_VALUE(false, "torch_cudajit: prebuilt kernel '", decl.name, "' ", what);
+  };
+  if (decl.is_template)
+    refuse("is declared as a template; prebuilt code holds concrete instantiations, so declare "
+           "the one instantiation the image holds with concrete types (and pass its lowered_name=).");
+  std::vector<ParamProbe> probes;
+  for (const Param& p : decl.params) {
+    ParamProbe probe;
+    if (p.kind == ParamKind::kPointer) {
+      // The probe of a pointer describes its pointee (see make_instantiation).
+      probe.code = type_code_of(p.element);
+      if (probe.code != TypeCode::kUnknown) {
+        probe.size = probe.align = static_cast<uint32_t>(type_size(probe.code));
+      } else if (const VectorType* v = vector_type_of(p.element)) {
+        probe.size = static_cast<uint32_t>(type_size(v->element)) * v->lanes;
+        probe.align = vector_alignment(p.element, *v);
+      }
+    } else if (p.kind == ParamKind::kScalar) {
+      probe.code = type_code_of(p.type.rfind("const ", 0) == 0 ? p.type.substr(6) : p.type);
+      if (probe.code == TypeCode::kUnknown)
+        refuse("has the parameter '" + p.name + "' of type `" + p.type + "`, whose size and "
+               "alignment only a compiler knows; prebuilt kernels take pointers and arithmetic "
+               "or complex scalars. Pass a struct through a pointer instead.");
+      probe.size = probe.align = static_cast<uint32_t>(type_size(probe.code));
+    } else {
+      refuse("has the parameter '" + p.name + "' (" + p.type + ") of kind " + to_string(p.kind) +
+             ", which needs the plugin's generated code; prebuilt kernels take pointers (T*, "
+             "const T*) and arithmetic or complex scalars.");
+    }
+    probes.push_back(probe);
+  }
+  return probes;
+}
+
 }  // namespace torch_cudajit

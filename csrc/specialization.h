@@ -139,4 +139,11 @@ Instantiation make_instantiation(const KernelDecl& decl, const SpecKey& key,
 /// Parses a lowered probe name (mangled cj::detail::probe<Code, Size, Align>).
 ParamProbe parse_probe(const std::string& lowered);
 
+/// The probes of a kernel whose code NVRTC never sees (prebuilt PTX, CUBIN or fatbin), read
+/// from its declaration alone: pointers to dtypes, CUDA vector types or anything else (whose
+/// pointee is then not checked), and arithmetic or complex scalars. Throws c10::ValueError
+/// naming the parameter for what only a compiler could lay out: templates, cj::Array, `auto`
+/// and struct scalars.
+std::vector<ParamProbe> declared_probes(const KernelDecl& decl);
+
 }  // namespace torch_cudajit

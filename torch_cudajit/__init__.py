@@ -14,11 +14,14 @@ from ._errors import CompileError, KernelAssertionError, LowOccupancyWarning
 from ._extensions import Extension, Params
 from ._args import DevicePointer
 from ._kernel import Kernel, KernelModule, SpecializedKernel, CompiledKernel, Parameter, jit
+from ._prebuilt import PrebuiltKernel, load
 from . import cache
 from . import _fake  # noqa: F401  (fake implementations for torch.compile)
 
 __all__ = [
     "jit",
+    "load",
+    "PrebuiltKernel",
     "Kernel",
     "KernelModule",
     "SpecializedKernel",

@@ -94,17 +94,21 @@ class CompiledKernel:
                     target=self.target, options=list(self.options), parameters=params)
 
     # -- resources (need a GPU of this architecture) -------------------------------------------
-    def _resources(self) -> dict:
+    def _device(self, what: str = "resource attributes are read from the driver") -> int:
+        """The current CUDA device, checked to be of this overload's architecture."""
         if self._core is None:
             raise RuntimeError("this CompiledKernel has no kernel to query")
         if not torch.cuda.is_available():
-            raise RuntimeError("resource attributes are read from the driver and need a CUDA GPU")
+            raise RuntimeError(f"{what} and need a CUDA GPU")
         device = torch.cuda.current_device()
         have = _C.device_compute_capability(device)
         if have != self.arch:
             raise ValueError(f"{self.signature} was compiled for sm_{self.arch}; the current "
                              f"device is sm_{have}")
-        return self._core.resources(self._spec, device)
+        return device
+
+    def _resources(self) -> dict:
+        return self._core.resources(self._spec, self._device())
 
     @property
     def regs_per_thread(self) -> int:
@@ -127,6 +131,53 @@ class CompiledKernel:
     def max_threads_per_block(self) -> int:
         return self._resources()["max_threads_per_block"]
 
+    @property
+    def ptx_version(self) -> int:
+        """The PTX version the kernel was compiled for, as the driver reports it (major * 10 +
+        minor)."""
+        return self._resources()["ptx_version"]
+
+    @property
+    def binary_version(self) -> int:
+        """The architecture of the machine code (major * 10 + minor, e.g. 90)."""
+        return self._resources()["binary_version"]
+
+    @property
+    def max_dynamic_shared_size_bytes(self) -> int:
+        """The most dynamic shared memory a launch may ask for without the plugin raising the
+        limit (it raises it itself for larger launches). Settable; the value applies on every
+        device this overload is loaded on, now or later."""
+        return self._resources()["max_dynamic_shared_size_bytes"]
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, value: int) -> None:
+        _check_attribute("max_dynamic_shared_size_bytes", value, 0, None,
+                         "a byte count (e.g. 100 * 1024)")
+        self._core.set_attribute(self._spec, self._device(), "max_dynamic_shared_size_bytes", value)
+
+    @property
+    def preferred_shared_memory_carveout(self) -> int:
+        """The share of the L1/shared memory the kernel prefers as shared memory, in percent
+        (0 to 100), or -1 for the driver's default. Settable, like
+        max_dynamic_shared_size_bytes; the driver treats it as a hint."""
+        return self._resources()["preferred_shared_memory_carveout"]
+
+    @preferred_shared_memory_carveout.setter
+    def preferred_shared_memory_carveout(self, value: int) -> None:
+        _check_attribute("preferred_shared_memory_carveout", value, -1, 100,
+                         "a percentage from 0 to 100, or -1 for the driver's default")
+        self._core.set_attribute(self._spec, self._device(), "preferred_shared_memory_carveout", value)
+
+    def get_global(self, name: str, dtype: torch.dtype = torch.uint8, shape=None) -> torch.Tensor:
+        """A tensor aliasing the ``__device__`` or ``__constant__`` variable ``name`` of this
+        overload's module on the current device: its bytes (uint8), or a view of them as
+        ``dtype`` with ``shape`` (default: 1-D). Writing the tensor (``copy_``, ``fill_``)
+        writes the variable, ``__constant__`` ones included; the tensor keeps the module
+        loaded."""
+        shape = _check_global_args(name, dtype, shape)
+        raw = self._core.global_tensor(self._spec, self._device("module variables live on the GPU"), name)
+        return _typed_view(raw, name, dtype, shape)
+
     def max_cooperative_grid_blocks(self, block, dynamic_shared_mem: int = 0) -> int:
         """The largest grid (in blocks) whose blocks are all resident at once for this block
         shape and dynamic shared memory: the limit of a cooperative launch."""
@@ -143,6 +194,47 @@ class CompiledKernel:
 
 _RESOURCES = ("regs_per_thread", "shared_mem_per_block", "const_mem_size", "local_mem_per_thread",
               "max_threads_per_block")
+
+
+def _check_attribute(name: str, value, low: int, high, expected: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int ({expected}), got {type(value).__name__} {value!r}")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{name} must be {expected}; got {value}")
+
+
+def _check_global_args(name, dtype, shape):
+    """Checks get_global's arguments before any GPU work; returns the shape as a tuple or None."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"get_global: name must be the variable's name (a non-empty str), "
+                        f"got {name!r}")
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"get_global: dtype must be a torch.dtype (e.g. torch.float32), got {dtype!r}")
+    if shape is None:
+        return None
+    dims = (shape,) if isinstance(shape, int) else shape
+    if (not isinstance(dims, (tuple, list, torch.Size))
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)):
+        raise TypeError(f"get_global: shape must be an int or a tuple of ints >= 0, got {shape!r}")
+    return tuple(dims)
+
+
+def _typed_view(raw: torch.Tensor, name: str, dtype: torch.dtype, shape) -> torch.Tensor:
+    """The bytes of a module variable viewed as `dtype` with `shape` (1-D when None)."""
+    size = raw.numel()
+    if size % dtype.itemsize != 0:
+        raise ValueError(f"get_global: the variable '{name}' is {size} bytes, not a whole number "
+                         f"of {dtype} elements ({dtype.itemsize} bytes each); pass a dtype whose "
+                         f"size divides {size}")
+    if raw.data_ptr() % dtype.itemsize != 0:
+        raise ValueError(f"get_global: the variable '{name}' is not {dtype.itemsize}-byte aligned, "
+                         f"as {dtype} needs; declare it with that alignment or read it as bytes")
+    count = size // dtype.itemsize
+    if shape is not None and math.prod(shape) != count:
+        raise ValueError(f"get_global: the variable '{name}' holds {count} {dtype} element(s); "
+                         f"shape {shape} has {math.prod(shape)}. Pass a shape with {count} elements")
+    typed = raw.view(dtype) if dtype != torch.uint8 else raw
+    return typed.view(shape) if shape is not None else typed
 
 
 def _arch_number(arch) -> int:
@@ -292,6 +384,21 @@ class _Launch:
 
     def get_max_threads_per_block(self, signature=None):
         return self._per_overload(signature, lambda c: c.max_threads_per_block, True)
+
+    def get_global(self, name: str, dtype: torch.dtype = torch.uint8, shape=None, *,
+                   signature=None) -> torch.Tensor:
+        """A tensor aliasing a ``__device__`` / ``__constant__`` variable of the module of one
+        compiled overload, on the current device (see CompiledKernel.get_global). Every
+        overload is a module of its own with its own copy of the variable: a kernel with
+        several overloads needs ``signature=``; one with none must be launched, specialized
+        (``specialize(*args)``) or compiled first."""
+        shape = _check_global_args(name, dtype, shape)
+        overloads = self._overloads(signature, True)
+        if len(overloads) > 1:
+            raise ValueError(f"get_global: kernel '{self.name}' has {len(overloads)} overloads, "
+                             f"each with its own copy of '{name}'; pass signature= (one of "
+                             f"{[c.signature for c in overloads]}) or use kernel.specialize(...)")
+        return overloads[0].get_global(name, dtype, shape)
 
     def max_cooperative_grid_blocks(self, block, dynamic_shared_mem: int = 0, signature=None):
         """The most blocks a cooperative launch of this block shape may use."""
@@ -477,19 +584,23 @@ class Kernel(_Launch):
     up to three ints."""
 
     def __init__(self, program, name: str, options: dict, extensions: Sequence = ()):
-        self._program = program
-        self._options = dict(options)
-        self._name = name
-        params = program.params(name)
-        self._params = tuple(Parameter(**p) for p in params)
+        self._setup(program, name, options, extensions)
         # The kernel's TorchScript object (torch.classes.cudajit.Kernel) owns the dispatcher:
         # eager launches, torch.compile graphs and scripted modules share compiled code.
         self._script_object = _C.kernel_object(
             program, name, list(options["options"]), options["std"], options["debug"],
             options["lineinfo"], options["template_args"], options.get("cache", True),
             list(options.get("link", ())), {None: -1, False: 0, True: 1}[options.get("cooperative")])
-        self._occupancy_warned: set = set()
         self._core = _C.dispatcher_of(self._script_object)
+
+    def _setup(self, program, name: str, options: dict, extensions: Sequence) -> None:
+        """What every kernel has besides its dispatcher (_core)."""
+        self._program = program
+        self._options = dict(options)
+        self._name = name
+        params = program.params(name)
+        self._params = tuple(Parameter(**p) for p in params)
+        self._occupancy_warned: set = set()
         for ext in extensions:
             if not hasattr(ext, "prepare_args"):
                 raise TypeError(f"extensions: {ext!r} has no prepare_args method")
@@ -692,6 +803,32 @@ class SpecializedKernel(_Launch):
     def max_threads_per_block(self) -> int:
         return self.compiled.max_threads_per_block
 
+    @property
+    def ptx_version(self) -> int:
+        return self.compiled.ptx_version
+
+    @property
+    def binary_version(self) -> int:
+        return self.compiled.binary_version
+
+    @property
+    def max_dynamic_shared_size_bytes(self) -> int:
+        """Settable; see CompiledKernel.max_dynamic_shared_size_bytes."""
+        return self.compiled.max_dynamic_shared_size_bytes
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, value: int) -> None:
+        self.compiled.max_dynamic_shared_size_bytes = value
+
+    @property
+    def preferred_shared_memory_carveout(self) -> int:
+        """Settable; see CompiledKernel.preferred_shared_memory_carveout."""
+        return self.compiled.preferred_shared_memory_carveout
+
+    @preferred_shared_memory_carveout.setter
+    def preferred_shared_memory_carveout(self, value: int) -> None:
+        self.compiled.preferred_shared_memory_carveout = value
+
     def __repr__(self):
         return f"<torch_cudajit.SpecializedKernel {self.name}{self.signature}>"
 
@@ -721,6 +858,23 @@ class KernelModule:
 
     def __iter__(self):
         return iter(self._kernels.values())
+
+    def get_global(self, name: str, dtype: torch.dtype = torch.uint8, shape=None, *,
+                   kernel: str | None = None, signature=None) -> torch.Tensor:
+        """A module variable of the one compiled overload of the module's kernels (see
+        Kernel.get_global). Each kernel compiles to modules of its own, so with several
+        compiled kernels pass ``kernel=`` (and ``signature=`` for several overloads)."""
+        shape = _check_global_args(name, dtype, shape)
+        if kernel is not None:
+            return self[kernel].get_global(name, dtype, shape, signature=signature)
+        compiled = [k for k in self._kernels.values() if k.signatures]
+        if len(compiled) != 1:
+            what = (f"kernels {', '.join(k.name for k in compiled)} are compiled" if compiled
+                    else "no kernel is compiled yet")
+            raise ValueError(f"get_global: {what}, and each has its own copy of '{name}'; pass "
+                             f"kernel= (one of {', '.join(self._kernels)}) after launching or "
+                             f"specializing it")
+        return compiled[0].get_global(name, dtype, shape, signature=signature)
 
     def __reduce__(self):
         return (_rebuild_module, (list(self._kernels.values()),))

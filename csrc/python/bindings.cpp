@@ -514,6 +514,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("driver_available", &torch_cudajit::detail::driver_available);
   m.def("default_include_dirs", &default_include_dirs);
   m.def("device_compute_capability", [](int d) { return device_limits(d).compute_capability; });
+  m.def("image_format", [](py::bytes image) { return to_string(image_format(std::string(image))); });
   m.def("device_multiprocessors", [](int d) { return device_limits(d).multiprocessors; });
 
   // The disk cache (see csrc/cache.h).
@@ -594,6 +595,17 @@ PYBIND11_MODULE(_C, m) {
            }),
            py::arg("program"), py::arg("name"), py::arg("options"), py::arg("std"),
            py::arg("debug"), py::arg("lineinfo"), py::arg("template_args"), py::arg("cache") = true)
+      // Prebuilt code (torch_cudajit.load): `program` holds the kernel's declaration.
+      .def_static("prebuilt", [](std::shared_ptr<Program> program, const std::string& name,
+                                 py::bytes image, const std::string& lowered_name, bool cooperative) {
+             KernelOptions o;
+             o.cooperative = cooperative ? 1 : 0;
+             o.cache = false;
+             o.prebuilt = std::make_shared<const CompiledProgram>(
+                 prebuilt_program(std::string(image), program->kernel(name), lowered_name));
+             return std::make_shared<Dispatcher>(program, name, o);
+           }, py::arg("program"), py::arg("name"), py::arg("image"), py::arg("lowered_name"),
+           py::arg("cooperative"))
       .def_property_readonly("name", [](const Dispatcher& d) { return d.decl().name; })
       .def("compile", [](Dispatcher& d, py::tuple args, int arch) {
              std::vector<Arg> conv = convert_all(args, d.decl());
@@ -673,8 +685,24 @@ PYBIND11_MODULE(_C, m) {
              out["const_mem_size"] = r.const_mem_size;
              out["local_mem_per_thread"] = r.local_mem_per_thread;
              out["max_threads_per_block"] = r.max_threads_per_block;
+             out["ptx_version"] = r.ptx_version;
+             out["binary_version"] = r.binary_version;
+             out["max_dynamic_shared_size_bytes"] = r.max_dynamic_shared_size_bytes;
+             out["preferred_shared_memory_carveout"] = r.preferred_shared_memory_carveout;
              return out;
            })
+      .def("set_attribute", [](Dispatcher& d, std::shared_ptr<Specialization> spec, int device,
+                               const std::string& name, int value) {
+             // The settable attributes, by the names CompiledKernel's properties use.
+             CUfunction_attribute attr;
+             if (name == "max_dynamic_shared_size_bytes") attr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+             else if (name == "preferred_shared_memory_carveout") attr = CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
+             else TORCH_CHECK_VALUE(false, "torch_cudajit: '", name, "' is not a settable kernel attribute");
+             d.set_attribute(*spec, device, attr, value);
+           }, py::arg("spec"), py::arg("device"), py::arg("name"), py::arg("value"))
+      .def("global_tensor", [](Dispatcher& d, std::shared_ptr<Specialization> spec, int device,
+                               const std::string& name) { return d.global(spec, device, name); },
+           py::arg("spec"), py::arg("device"), py::arg("name"))
       .def("max_cooperative_grid_blocks", [](Dispatcher& d, std::shared_ptr<Specialization> spec,
                                              int device, int threads, int64_t dynamic_shared) {
              return d.max_cooperative_grid_blocks(*spec, device, threads, dynamic_shared);

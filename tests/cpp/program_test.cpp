@@ -574,6 +574,29 @@ TEST(ProgramTest, FirstErrorOfALog) {
   }
 }
 
+TEST(ProgramTest, CondensedLogCountsTheNameMapErrors) {
+  const std::string log =
+      "torch_cudajit_generated(5): error: no instance of overloaded function \"f\" matches\n"
+      "            argument types are: (float *)\n"
+      "\n"
+      "__nv_name_map(2): error: expected an identifier\n"
+      "  #pragma nv_mangled_name &f\n"
+      "                          ^\n"
+      "\n"
+      "__nv_name_map(3): error: expected a \">\"\n"
+      "  #pragma nv_mangled_name &g\n"
+      "\n"
+      "3 errors detected in the compilation of \"k.cu\".";
+  EXPECT_EQ(detail::condensed_log(log),
+            "torch_cudajit_generated(5): error: no instance of overloaded function \"f\" matches\n"
+            "            argument types are: (float *)\n"
+            "\n"
+            "3 errors detected in the compilation of \"k.cu\".\n"
+            "(2 follow-on error(s) of NVRTC's name map (__nv_name_map), caused by the errors "
+            "above, are left out here; CompileError.log has the whole log.)");
+  EXPECT_EQ(detail::condensed_log("k.cu(1): error: x\n"), "k.cu(1): error: x");
+}
+
 // A pointer parameter's probe describes its pointee: what the dispatcher checks of the data.
 TEST(ProgramTest, PointerProbesDescribeThePointee) {
   Program program(R"(

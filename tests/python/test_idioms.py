@@ -494,6 +494,25 @@ def test_failed_deduction_shows_the_first_nvrtc_error_first():
     assert "k(float32*, const float16*, float)" in head
 
 
+def test_failed_deduction_leaves_the_name_map_errors_out_of_the_message():
+    # NVRTC follows a failed deduction with one __nv_name_map error per name expression; the
+    # message counts them in one line after the useful error, and .log keeps them all.
+    k = cj.jit("template <typename T>\n__global__ void k(T* out, const T* x, T a) {}")
+    with pytest.raises(cj.CompileError) as info:
+        k.compile(meta(4), meta(4, torch.float16), 1.0, arch=ARCH)
+    message, log = str(info.value), info.value.log
+    follow_ups = log.count("__nv_name_map(")
+    assert follow_ups >= 3
+    full = message[message.index("NVRTC log:"):message.index("\nSource:")]
+    assert "#pragma nv_mangled_name" not in full
+    assert re.search(r"NVRTC log:\ntorch_cudajit_generated\(\d+\): error: no instance of overloaded "
+                     r"function \"cj_detail_sig_k\" matches the argument list\n", full), full
+    assert re.search(r"\(\d+ follow-on error\(s\) of NVRTC's name map \(__nv_name_map\), caused by "
+                     r"the errors above, are left out here; CompileError.log has the whole log.\)",
+                     full), full
+    assert full.index("no instance of overloaded") < full.index("follow-on error(s)")
+
+
 def test_failed_deduction_names_an_address_in_the_argument_types():
     # The per-key helper of an address key reports like the kernel's own.
     k = cj.jit("template <typename T>\n__global__ void k(T* out, const T* x, const T* b) {}")
