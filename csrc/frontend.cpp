@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -359,6 +360,14 @@ void set_libclang_path(const std::string& path) {
   detail::configured_path() = path;
 }
 
+namespace detail {
+namespace {
+std::atomic<uint64_t> g_parses{0};
+}  // namespace
+}  // namespace detail
+
+uint64_t frontend_parse_count() { return detail::g_parses.load(); }
+
 std::string libclang_version() {
   return detail::take(detail::libclang().clang_getClangVersion());
 }
@@ -378,6 +387,7 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
   for (const auto& a : argv) cargs.push_back(a.c_str());
   CXUnsavedFile files[2] = {{main.c_str(), source.data(), source.size()},
                             {kPreludePath, kPrelude, std::char_traits<char>::length(kPrelude)}};
+  ++g_parses;
   CXIndex index = c.clang_createIndex(0, 0);
   CXTranslationUnit tu = nullptr;
   const int err = c.clang_parseTranslationUnit2(

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
 /// Uses this libclang shared library (the Python package passes the `libclang` wheel's copy).
 /// TORCH_CUDAJIT_LIBCLANG, when set, still comes first.
 void set_libclang_path(const std::string& path);
+
+/// Sources the front end has parsed in this process (tests check that loading a pickled or
+/// scripted kernel parses nothing).
+uint64_t frontend_parse_count();
 
 /// The loaded libclang's version string ("clang version 18.1.1 ..."); loads it if needed.
 std::string libclang_version();

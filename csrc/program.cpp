@@ -297,6 +297,26 @@ Program::Program(std::string source, std::string filename, const std::vector<std
                     "); NVRTC would read it only up to there. Remove the NUL byte (a source read "
                     "in binary mode, or a C string buffer passed whole?).");
   kernels_ = reflect_kernels(source_, frontend_args(options, std), filename_);
+  finish();
+}
+
+std::shared_ptr<const Program> Program::from_reflection(std::string source, std::string filename,
+                                                        const std::string& reflection) {
+  std::shared_ptr<Program> p(new Program());
+  p->source_ = std::move(source);
+  p->filename_ = std::move(filename);
+  p->finish();
+  const size_t n = p->digest_.size();
+  TORCH_CHECK_VALUE(reflection.compare(0, n, p->digest_) == 0, "torch_cudajit: the serialized "
+                    "reflection given for '", p->filename_, "' was read from another source (its "
+                    "digest is '", reflection.substr(0, n), "', the source's is '", p->digest_,
+                    "'); pass the reflection that Program::reflection() gave for this source.");
+  p->kernels_ = deserialize_kernels(reflection.substr(n));
+  p->rewritten_ = rewrite_layouts(p->source_, p->kernels_);
+  return p;
+}
+
+void Program::finish() {
   rewritten_ = rewrite_layouts(source_, kernels_);
   Sha256 h;
   h.field(filename_).field(source_);

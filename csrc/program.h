@@ -84,12 +84,18 @@ class Program {
   /// --pre-include count) and language standard.
   explicit Program(std::string source, std::string filename = "kernel.cu",
                    const std::vector<std::string>& options = {}, const std::string& std = "c++17");
+  /// A source whose reflection was read before (serialize_kernels): no front end runs.
+  static std::shared_ptr<const Program> from_reflection(std::string source, std::string filename,
+                                                        const std::string& reflection);
 
   const std::string& source() const { return source_; }
   const std::string& filename() const { return filename_; }
   /// SHA-256 (hex) over the file name and the source, computed once.
   const std::string& digest() const { return digest_; }
   const std::vector<KernelDecl>& kernels() const { return kernels_; }
+  /// The kernels' reflection as bytes, for pickles and scripted modules: the source's digest,
+  /// then serialize_kernels.
+  std::string reflection() const { return digest_ + serialize_kernels(kernels_); }
   /// The kernel with this name; throws c10::ValueError listing the kernels that exist.
   const KernelDecl& kernel(const std::string& name) const;
   /// The full text handed to NVRTC for these requests.
@@ -119,6 +125,10 @@ class Program {
             const CompileOptions& options, CompiledProgram& out) const;
   /// The source from a kernel's declaration to the next kernel's declaration (or the end).
   std::string kernel_region(const std::string& kernel_name) const;
+
+  Program() = default;
+  /// Applies the layout rewrite and hashes the source; the kernels are known.
+  void finish();
 
   std::string source_, filename_, rewritten_, digest_;
   std::vector<KernelDecl> kernels_;

@@ -472,4 +472,114 @@ std::string rewrite_layouts(const std::string& source, const std::vector<KernelD
   return out;
 }
 
+namespace {
+
+// Serialized fields are "<length>:<bytes>", so any text round-trips.
+constexpr const char* kReflectionFormat = "torch_cudajit reflection 1";
+
+class Writer {
+ public:
+  Writer& operator<<(const std::string& s) {
+    out_ += std::to_string(s.size()) + ":" + s;
+    return *this;
+  }
+  Writer& operator<<(size_t v) { return *this << std::to_string(v); }
+  Writer& operator<<(bool v) { return *this << std::string(v ? "1" : "0"); }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& in) : in_(in) {}
+  std::string text() {
+    const size_t colon = in_.find(':', pos_);
+    TORCH_CHECK_VALUE(colon != std::string::npos && colon > pos_ && colon - pos_ <= 20,
+                      "torch_cudajit: a kernel's serialized reflection is damaged at byte ", pos_,
+                      "; pickle or script the kernel again.");
+    const size_t n = std::stoull(in_.substr(pos_, colon - pos_));
+    TORCH_CHECK_VALUE(n <= in_.size() - colon - 1, "torch_cudajit: a kernel's serialized "
+                      "reflection is truncated at byte ", pos_, "; pickle or script it again.");
+    pos_ = colon + 1 + n;
+    return in_.substr(colon + 1, n);
+  }
+  size_t number() { return std::stoull(text()); }
+  bool flag() { return text() == "1"; }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  const std::string& in_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string serialize_kernels(const std::vector<KernelDecl>& kernels) {
+  Writer w;
+  w << std::string(kReflectionFormat) << kernels.size();
+  for (const auto& k : kernels) {
+    w << k.name << k.qualified_name << k.template_params << k.is_template << k.is_extern_c
+      << k.is_definition << k.decl_begin << k.template_close << k.line << k.edits.size();
+    for (const auto& [pos, text] : k.edits) w << pos << text;
+    w << k.params.size();
+    for (const auto& p : k.params)
+      w << p.name << p.type << static_cast<size_t>(p.kind) << p.is_const << p.element << p.rank
+        << static_cast<size_t>(p.layout) << p.rewritten_type << p.named << p.element_dependent
+        << p.layout_insert;
+  }
+  return w.take();
+}
+
+std::vector<KernelDecl> deserialize_kernels(const std::string& bytes) {
+  Reader r(bytes);
+  const std::string format = r.text();
+  TORCH_CHECK_VALUE(format == kReflectionFormat, "torch_cudajit: a kernel's serialized "
+                    "reflection has the format '", format, "', expected '", kReflectionFormat,
+                    "'; pickle or script the kernel again with this version.");
+  std::vector<KernelDecl> kernels(r.number());
+  for (auto& k : kernels) {
+    k.name = r.text();
+    k.qualified_name = r.text();
+    k.template_params = r.text();
+    k.is_template = r.flag();
+    k.is_extern_c = r.flag();
+    k.is_definition = r.flag();
+    k.decl_begin = r.number();
+    k.template_close = r.number();
+    k.line = r.number();
+    k.edits.resize(r.number());
+    for (auto& e : k.edits) {
+      e.first = r.number();
+      e.second = r.text();
+    }
+    k.params.resize(r.number());
+    for (auto& p : k.params) {
+      p.name = r.text();
+      p.type = r.text();
+      const size_t kind = r.number();
+      TORCH_CHECK_VALUE(kind <= static_cast<size_t>(ParamKind::kAuto), "torch_cudajit: a "
+                        "kernel's serialized reflection has parameter kind ", kind,
+                        ", expected 0 to 3; pickle or script the kernel again.");
+      p.kind = static_cast<ParamKind>(kind);
+      p.is_const = r.flag();
+      p.element = r.text();
+      p.rank = r.text();
+      const size_t layout = r.number();
+      TORCH_CHECK_VALUE(layout <= static_cast<size_t>(LayoutMode::kOpaque), "torch_cudajit: a "
+                        "kernel's serialized reflection has layout mode ", layout,
+                        ", expected 0 to 3; pickle or script the kernel again.");
+      p.layout = static_cast<LayoutMode>(layout);
+      p.rewritten_type = r.text();
+      p.named = r.flag();
+      p.element_dependent = r.flag();
+      p.layout_insert = r.number();
+    }
+  }
+  TORCH_CHECK_VALUE(r.done(), "torch_cudajit: a kernel's serialized reflection has trailing "
+                    "bytes; pickle or script the kernel again.");
+  return kernels;
+}
+
 }  // namespace torch_cudajit

@@ -94,6 +94,12 @@ std::string rewrite_layouts(const std::string& source, const std::vector<KernelD
 /// The identifiers of a C++ type or expression, in order (`const Vec<T, 4>` -> const, Vec, T).
 std::vector<std::string> identifiers_of(const std::string& text);
 
+/// The reflection of a source as bytes, kept with a pickled or scripted kernel so that loading
+/// it (the C++ deploy loader included) needs no front end.
+std::string serialize_kernels(const std::vector<KernelDecl>& kernels);
+/// The inverse of serialize_kernels; throws c10::ValueError naming what is damaged.
+std::vector<KernelDecl> deserialize_kernels(const std::string& bytes);
+
 /// Human-readable parameter kind ("array", "pointer", "scalar", "auto").
 const char* to_string(ParamKind kind);
 

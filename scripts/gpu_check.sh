@@ -22,6 +22,16 @@ STEP=${1:-all}
 wants() { local s; for s in "$@"; do [[ $STEP == "$s" ]] && return 0; done; return 1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
+# The front end needs libclang (the `libclang` wheel); a machine without network gets it from
+# wheels carried in .whl/.
+if ! python3 -c 'import clang' 2>/dev/null && ls .whl/libclang-*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/libclang-*.whl > "$OUT/wheels.log" 2>&1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+TORCH_CUDAJIT_LIBCLANG=$(python3 -c 'import clang, os; print(os.path.join(os.path.dirname(clang.__file__), "native", "libclang.so"))')
+export TORCH_CUDAJIT_LIBCLANG
+
 TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 echo "== build (extension, and where needed the CMake tree with the C++ tests and the deploy program, in parallel)"
 (MAX_JOBS=10 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1; echo "ext rc $?" >> "$OUT/build.log") &
@@ -32,7 +42,7 @@ fi
 wait
 tail -1 "$OUT/build.log"; [[ -f $OUT/cmake.log ]] && tail -1 "$OUT/cmake.log"
 grep -q "ext rc 0" "$OUT/build.log" || { tail -40 "$OUT/build.log"; exit 1; }
-export PYTHONPATH=$PWD
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
 if wants all smoke; then
   echo "== smoke"

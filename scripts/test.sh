@@ -17,4 +17,7 @@ BUILD=${TORCH_CUDAJIT_BUILD_DIR:-$PWD/build/cmake-tests}
 TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" > "$LOGS/cmake.log" 2>&1 || { tail -50 "$LOGS/cmake.log"; exit 1; }
 ninja -C "$BUILD" -j"$JOBS" >> "$LOGS/cmake.log" 2>&1 || { tail -50 "$LOGS/cmake.log"; exit 1; }
+# The C++ tests have no Python to find the `libclang` wheel's library: name it.
+TORCH_CUDAJIT_LIBCLANG=${TORCH_CUDAJIT_LIBCLANG:-$(python3 -c 'import torch_cudajit._loader as l; print(l._libclang_path() or "")')}
+export TORCH_CUDAJIT_LIBCLANG
 (cd "$BUILD" && ctest --output-on-failure)

@@ -751,8 +751,10 @@ class Kernel(_Launch):
         # same architecture launches without compiling.
         compiled = [(s.key_bytes, s.serialized, hashlib.sha256(s.serialized).hexdigest())
                     for s in self._core.specializations()]
+        # The reflection goes along, so that unpickling runs no front end.
         return (_rebuild_kernel, (_PICKLE_VERSION, self._program.source, self._program.filename,
-                                  self._name, self._options, self._extensions, compiled))
+                                  self._name, self._options, self._extensions, compiled,
+                                  self._program.reflection))
 
     def __repr__(self):
         params = ", ".join(f"{p.type} {p.name}" for p in self._params)
@@ -889,8 +891,11 @@ class KernelModule:
 _PICKLE_VERSION = 3
 
 
-def _rebuild_kernel(version, source, filename, name, options, extensions, compiled):
-    program = _C.Program(source, filename, list(options["options"]), options["std"])
+def _rebuild_kernel(version, source, filename, name, options, extensions, compiled, reflection=None):
+    try:
+        program = _C.Program.from_reflection(source, filename, reflection)
+    except (TypeError, ValueError):  # pickled before the reflection was kept, or not for this source
+        program = _C.Program(source, filename, list(options["options"]), options["std"])
     kernel = Kernel(program, name, options, extensions)
     if version == _PICKLE_VERSION:
         for key, data, digest in compiled:

@@ -63,8 +63,17 @@ class PrebuiltKernel(Kernel):
         return f"<torch_cudajit.PrebuiltKernel {self._name}({params}) {self.format} {self._lowered_name}>"
 
 
+def _declaration_program(declaration):
+    # A declaration is C++: it ends with ';' (or is a definition). Users write the signature
+    # alone, as in the README, so the ';' is added when missing.
+    text = declaration.rstrip()
+    if not text.endswith((";", "}")):
+        text += ";"
+    return _C.Program(text, "declaration.cu")
+
+
 def _rebuild_prebuilt(image, declaration, name, lowered_name, cooperative, extensions):
-    return PrebuiltKernel(_C.Program(declaration, "declaration.cu"), name, image, lowered_name,
+    return PrebuiltKernel(_declaration_program(declaration), name, image, lowered_name,
                           cooperative, extensions)
 
 
@@ -126,7 +135,7 @@ def load(image, declaration: str, *, name: str | None = None, lowered_name: str 
     if not isinstance(cooperative, bool):
         raise TypeError(f"load: cooperative must be a bool, got {type(cooperative).__name__}")
     _C.image_format(data)  # raises ValueError naming what the image starts with
-    program = _C.Program(declaration, "declaration.cu")
+    program = _declaration_program(declaration)
     names = program.kernel_names
     if not names:
         raise ValueError(f"load: the declaration {declaration!r} declares no __global__ function; "

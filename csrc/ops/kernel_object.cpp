@@ -70,14 +70,40 @@ KernelObject::KernelObject(std::string source, std::string name, std::vector<std
                    std::move(name), std::move(options), std::move(std), debug, lineinfo,
                    std::move(template_args), cache, std::move(link), cooperative) {}
 
+namespace {
+std::shared_ptr<const Program> program_of(const KernelObject::State& s) {
+  if (!std::get<11>(s).empty())
+    return Program::from_reflection(std::get<0>(s), std::get<9>(s), std::get<11>(s));
+  return std::make_shared<const Program>(std::get<0>(s), std::get<9>(s), std::get<2>(s),
+                                         std::get<3>(s));
+}
+}  // namespace
+
 KernelObject::KernelObject(const State& s)
-    : KernelObject(std::get<0>(s), std::get<1>(s), std::get<2>(s), std::get<3>(s), std::get<4>(s),
+    : KernelObject(program_of(s), std::get<1>(s), std::get<2>(s), std::get<3>(s), std::get<4>(s),
                    std::get<5>(s), std::get<6>(s), std::get<7>(s), std::get<8>(s),
-                   std::get<9>(s), std::get<10>(s)) {}
+                   std::get<10>(s)) {}
 
 KernelObject::State KernelObject::state() const {
   return State(program_->source(), name_, options_, std_, debug_, lineinfo_, template_args_,
-               cache_, link_, program_->filename(), cooperative_);
+               cache_, link_, program_->filename(), cooperative_, program_->reflection());
+}
+
+KernelObject::State KernelObject::state_from(const c10::IValue& pickled) {
+  TORCH_CHECK_VALUE(pickled.isTuple(), "torch_cudajit: a pickled cudajit.Kernel holds a ",
+                    pickled.tagKind(), ", expected a tuple; the archive is damaged.");
+  const auto& f = pickled.toTupleRef().elements();
+  TORCH_CHECK_VALUE(f.size() == 11 || f.size() == 12, "torch_cudajit: a pickled cudajit.Kernel "
+                    "has ", f.size(), " fields, expected 12 (or 11 from before 0.3); the archive "
+                    "is damaged or from a newer torch_cudajit.");
+  auto strings = [](const c10::IValue& v) {
+    std::vector<std::string> out;
+    for (const auto& x : v.toListRef()) out.push_back(x.toStringRef());
+    return out;
+  };
+  return State(f[0].toStringRef(), f[1].toStringRef(), strings(f[2]), f[3].toStringRef(),
+               f[4].toBool(), f[5].toBool(), f[6].toStringRef(), f[7].toBool(), strings(f[8]),
+               f[9].toStringRef(), f[10].toInt(), f.size() == 12 ? f[11].toStringRef() : "");
 }
 
 void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,
@@ -163,7 +189,9 @@ void ensure_kernel_class() {
                                       std::make_tuple(std::string("key"), k->fingerprint()));
              })
         .def_pickle([](const KernelPtr& k) { return k->state(); },
-                    [](KernelObject::State s) { return c10::make_intrusive<KernelObject>(s); });
+                    [](c10::IValue s) {
+                      return c10::make_intrusive<KernelObject>(KernelObject::state_from(s));
+                    });
     return true;
   }();
   (void)registered;

@@ -30,9 +30,12 @@ class KernelObject : public torch::CustomClassHolder {
  public:
   /// What pickling keeps: source, name, NVRTC options, C++ standard, debug, lineinfo,
   /// explicit template arguments, use of the disk cache, files linked in, source file name,
-  /// cooperative launch (-1: detected from the source, 0/1: forced).
+  /// cooperative launch (-1: detected from the source, 0/1: forced), and the source's
+  /// reflection (serialize_kernels), so that loading runs no front end. Archives written
+  /// before the reflection was kept (11 fields) still load; their source is read again.
   using State = std::tuple<std::string, std::string, std::vector<std::string>, std::string, bool,
-                           bool, std::string, bool, std::vector<std::string>, std::string, int64_t>;
+                           bool, std::string, bool, std::vector<std::string>, std::string, int64_t,
+                           std::string>;
 
   /// A kernel of a reflected program, shared with the other kernels of the same source: a
   /// module of N kernels reflects its source once.
@@ -45,6 +48,8 @@ class KernelObject : public torch::CustomClassHolder {
                bool cache, std::vector<std::string> link, std::string filename,
                int64_t cooperative);
   explicit KernelObject(const State& state);
+  /// The State of a pickled object: a tuple of 12 fields, or of the 11 that came before.
+  static State state_from(const c10::IValue& pickled);
 
   State state() const;
   const std::string& name() const { return name_; }

@@ -509,6 +509,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_package_include_dir", &set_package_include_dir);
   m.def("set_libclang_path", &set_libclang_path);
   m.def("libclang_version", &libclang_version);
+  m.def("frontend_parse_count", &frontend_parse_count);
   m.def("nvrtc_version", &torch_cudajit::detail::nvrtc_version);
   m.def("nvrtc_compile_count", &nvrtc_compile_count);
   m.def("driver_available", &torch_cudajit::detail::driver_available);
@@ -560,6 +561,13 @@ PYBIND11_MODULE(_C, m) {
       .def(py::init<std::string, std::string, std::vector<std::string>, std::string>(),
            py::arg("source"), py::arg("filename") = "kernel.cu",
            py::arg("options") = std::vector<std::string>{}, py::arg("std") = "c++17")
+      .def_static("from_reflection",
+                  [](std::string source, std::string filename, const py::bytes& reflection) {
+                    return std::const_pointer_cast<Program>(Program::from_reflection(
+                        std::move(source), std::move(filename), std::string(reflection)));
+                  })
+      .def_property_readonly("reflection",
+                             [](const Program& p) { return py::bytes(p.reflection()); })
       .def_property_readonly("source", &Program::source)
       .def_property_readonly("filename", &Program::filename)
       .def_property_readonly("kernel_names", [](const Program& p) {

@@ -4,6 +4,7 @@
 
 #include "cuda_api.h"
 #include "dispatcher.h"
+#include "program.h"
 #include "specialization.h"
 
 #include <ATen/ATen.h>
@@ -44,6 +45,12 @@ std::string expect_throws(F&& fn) {
       << (text)
 
 /// An ArgSig for a tensor argument.
+/// The kernels of a source as the plugin reflects them: the front end with the include folders,
+/// macros and standard a kernel with default options compiles with.
+inline std::vector<KernelDecl> reflect(const std::string& source) {
+  return reflect_kernels(source, frontend_args({}, "c++17"));
+}
+
 inline ArgSig tensor_sig(TypeCode dtype, int rank, bool contiguous = true) {
   ArgSig s;
   s.kind = ArgKind::kTensor;
@@ -116,14 +123,6 @@ inline bool gpu_available() {
 
 }  // namespace cjtest
 }  // namespace torch_cudajit
-
-/// A known, reported bug of csrc/ (or of the device header): while `still_broken` holds, the
-/// test is skipped with what was observed, so the suite stays green and lists the bug; once
-/// the bug is fixed the condition is false and the test checks the correct behaviour.
-#define CJ_KNOWN_BUG(still_broken, what)                                                  \
-  do {                                                                                \
-    if (still_broken) GTEST_SKIP() << "KNOWN BUG (reported, not fixed yet): " << what;  \
-  } while (0)
 
 /// Skips the current test when there is no CUDA GPU.
 #define CJ_SKIP_WITHOUT_GPU()                                                         \

@@ -272,8 +272,8 @@ def _pickled_scale():
 
 def _rebuild_with(mutate):
     reducer, args = _pickled_scale()
-    (key, data, digest), = args[-1]
-    args[-1] = [mutate(bytearray(key), bytearray(data), digest)]
+    (key, data, digest), = args[6]
+    args[6] = [mutate(bytearray(key), bytearray(data), digest)]
     return reducer(*args)
 
 
