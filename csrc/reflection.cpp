@@ -211,7 +211,10 @@ void classify_type(Param& p, const std::vector<Token>& all, size_t b, size_t e) 
 
 Param classify_text(const std::string& type_text) {
   const std::string masked = mask_source(type_text);
-  const std::vector<Token> t = tokenize(masked, 0, masked.size());
+  std::vector<Token> t = tokenize(masked, 0, masked.size());
+  // Clang spells CUDA's __restrict__ as __restrict; keep the spelling users write.
+  for (Token& x : t)
+    if (x.text == "__restrict") x.text = "__restrict__";
   Param p;
   classify_type(p, t, 0, t.size());
   return p;

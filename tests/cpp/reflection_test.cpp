@@ -67,7 +67,7 @@ TEST(ReflectionTest, ParameterKinds) {
        "                  const int* const d, int64_t* e) {}",
        {{"a", "const float* __restrict__", ParamKind::kPointer, true, "float", "", kDed, true},
         {"b", "float* __restrict__", ParamKind::kPointer, false, "float", "", kDed, true},
-        {"c", "float const*", ParamKind::kPointer, true, "float", "", kDed, true},
+        {"c", "const float*", ParamKind::kPointer, true, "float", "", kDed, true},
         {"d", "const int* const", ParamKind::kPointer, true, "int", "", kDed, true},
         {"e", "int64_t*", ParamKind::kPointer, false, "int64_t", "", kDed, true}}},
       {"unnamed parameters",
@@ -430,6 +430,74 @@ TEST(ReflectionTest, TemplateParameterNamesAndDependentElements) {
   }
   EXPECT_EQ(identifiers_of("const ::cuda::std::complex<T2>* __restrict__"),
             (std::vector<std::string>{"const", "cuda", "std", "complex", "T2", "__restrict__"}));
+}
+
+// What the front end reads is what NVRTC compiles: preprocessed with the kernel's macros.
+TEST(ReflectionTest, FrontEndReadsThePreprocessedSource) {
+  struct Case {
+    const char* title;
+    std::string source;
+    std::vector<std::string> options;  // the user's NVRTC options
+    std::vector<std::string> names;    // kernel names, in order
+    std::vector<std::string> qualified;
+    std::vector<std::string> first_params;  // type of each kernel's first parameter
+  };
+  const std::vector<Case> cases = {
+      {"#if 0 and #ifndef", "#if 0\n__global__ void ghost(int* a) {}\n#endif\n"
+       "#ifndef FEATURE\n__global__ void off(int* a) {}\n#else\n__global__ void on(float* a) {}\n#endif\n",
+       {"-DFEATURE"}, {"on"}, {"on"}, {"float*"}},
+      {"long form define", "#ifdef FEATURE\n__global__ void on(float* a) {}\n#endif\n",
+       {"--define-macro=FEATURE"}, {"on"}, {"on"}, {"float*"}},
+      {"macro types and continuations", "#define TYPE double\n__global__ void k(const TYPE* \\\n a, int n) {}\n",
+       {}, {"k"}, {"k"}, {"const double*"}},
+      {"namespaces", "namespace a { namespace b { __global__ void k(float* x) {} } }\n"
+       "namespace { __global__ void anon(int* x) {} }\n",
+       {}, {"k", "anon"}, {"a::b::k", "anon"}, {"float*", "int*"}},
+      {"kernels made by a macro", "#define K(name) __global__ void name(float* x) {}\nK(one)\nK(two)\n",
+       {}, {"one", "two"}, {"one", "two"}, {"float*", "float*"}},
+      {"typedefs keep their names", "typedef float real;\n__global__ void k(real* x) {}\n",
+       {}, {"k"}, {"k"}, {"real*"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    auto kernels = reflect_kernels(c.source, frontend_args(c.options, "c++17"));
+    ASSERT_EQ(kernels.size(), c.names.size());
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      EXPECT_EQ(kernels[i].name, c.names[i]);
+      EXPECT_EQ(kernels[i].qualified_name, c.qualified[i]);
+      ASSERT_FALSE(kernels[i].params.empty());
+      EXPECT_EQ(kernels[i].params[0].type, c.first_params[i]);
+    }
+  }
+}
+
+TEST(ReflectionTest, SerializedReflectionRoundTrips) {
+  const std::string source =
+      "namespace ns {\ntemplate <typename T, int N = 4>\n__global__ void k(cj::Array<T, 2> out, "
+      "const T* __restrict__ x, T a, auto z) {}\n}\n__global__ void plain(float* o) {}\n";
+  const auto kernels = cjtest::reflect(source);
+  ASSERT_EQ(kernels.size(), 2u);
+  const auto again = deserialize_kernels(serialize_kernels(kernels));
+  ASSERT_EQ(again.size(), kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    SCOPED_TRACE(kernels[i].name);
+    EXPECT_EQ(again[i].qualified_name, kernels[i].qualified_name);
+    EXPECT_EQ(again[i].template_params, kernels[i].template_params);
+    EXPECT_EQ(again[i].edits, kernels[i].edits);
+    ASSERT_EQ(again[i].params.size(), kernels[i].params.size());
+    for (size_t j = 0; j < kernels[i].params.size(); ++j) {
+      EXPECT_EQ(again[i].params[j].rewritten_type, kernels[i].params[j].rewritten_type);
+      EXPECT_EQ(again[i].params[j].kind, kernels[i].params[j].kind);
+      EXPECT_EQ(again[i].params[j].layout_insert, kernels[i].params[j].layout_insert);
+    }
+  }
+  EXPECT_EQ(rewrite_layouts(source, again), rewrite_layouts(source, kernels));
+  const std::string bytes = serialize_kernels(kernels);
+  CJ_EXPECT_CONTAINS(
+      expect_throws<c10::ValueError>([&] { deserialize_kernels(bytes.substr(0, bytes.size() - 2)); }),
+      "truncated");
+  CJ_EXPECT_CONTAINS(expect_throws<c10::ValueError>([&] { deserialize_kernels("5:other"); }),
+                     "has the format 'other'");
 }
 
 TEST(ReflectionTest, ParamKindNames) {

@@ -213,7 +213,7 @@ TEST(TypeCodeTest, VectorTypes) {
 
 // The declaration each parameter of `source` (one kernel) reflects to.
 std::vector<Param> params_of(const std::string& source) {
-  auto kernels = reflect_kernels(source);
+  auto kernels = cjtest::reflect(source);
   EXPECT_EQ(kernels.size(), 1u);
   return kernels.empty() ? std::vector<Param>{} : kernels[0].params;
 }
@@ -293,7 +293,7 @@ TEST(SpecializationTest, ArgumentCppTypeOfPointees) {
 }
 
 TEST(SpecializationTest, DescribeSignature) {
-  auto kernels = reflect_kernels(
+  auto kernels = cjtest::reflect(
       "__global__ void k(cj::Array<const float, 2> a, cj::Array<float, 1> b, float* c, float s,\n"
       "                  int n, bool f, auto z, MyStruct m) {}");
   ASSERT_EQ(kernels.size(), 1u);
@@ -318,7 +318,7 @@ TEST(SpecializationTest, DescribeSignature) {
   address.args[2] = number_sig(ArgKind::kAddress);
   CJ_EXPECT_CONTAINS(describe_signature(kernels[0], address), "contiguous>, address, float,");
 
-  auto vectors = reflect_kernels("__global__ void v(const float4* a, __half2* b, Vec* c) {}");
+  auto vectors = cjtest::reflect("__global__ void v(const float4* a, __half2* b, Vec* c) {}");
   ASSERT_EQ(vectors.size(), 1u);
   EXPECT_EQ(describe_signature(vectors[0], make_spec_key(90, {tensor_sig(TypeCode::kFloat, 1),
                                                               tensor_sig(TypeCode::kHalf, 1),
@@ -327,7 +327,7 @@ TEST(SpecializationTest, DescribeSignature) {
 }
 
 TEST(SpecializationTest, AddressKeyHasItsOwnHelper) {
-  auto kernels = reflect_kernels(
+  auto kernels = cjtest::reflect(
       "template <class T>\n__global__ void bias(T* out, const T* __restrict__ b, T s) {}");
   ASSERT_EQ(kernels.size(), 1u);
   const KernelDecl& k = kernels[0];
@@ -363,7 +363,7 @@ TEST(SpecializationTest, AddressKeyHasItsOwnHelper) {
 }
 
 TEST(SpecializationTest, CheckKey) {
-  auto kernels = reflect_kernels(
+  auto kernels = cjtest::reflect(
       "__global__ void k(const float* p, cj::Array<float, 1> a, float s) {}");
   ASSERT_EQ(kernels.size(), 1u);
   const KernelDecl& k = kernels[0];
@@ -399,7 +399,7 @@ TEST(SpecializationTest, CheckKey) {
 }
 
 TEST(SpecializationTest, DeductionHelperAndInstantiation) {
-  auto kernels = reflect_kernels(
+  auto kernels = cjtest::reflect(
       "template <class T>\n"
       "__global__ void axpy(cj::Array<T, 1> y, cj::Array<const T, 1> x, T a) {}");
   ASSERT_EQ(kernels.size(), 1u);

@@ -73,7 +73,7 @@ def test_macros_in_types_and_continuations_are_expanded():
     k = cj.jit(MACRO_TYPES)
     assert [(p.name, p.kind) for p in k.params] == [
         ("out", "pointer"), ("x", "pointer"), ("a", "scalar"), ("n", "scalar")]
-    assert [p.type for p in k.params][:3] == ["float* __restrict", "const float*", "float"]
+    assert [p.type for p in k.params][:3] == ["float* __restrict__", "const float*", "float"]
     c = k.compile(meta(8), meta(8), 2.0, 8, arch=ARCH)
     assert ".entry" in c.ptx
     with pytest.raises(TypeError, match=r"parameter 'x' \(const float\*\) of kernel 'axpy'"):

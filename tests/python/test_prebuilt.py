@@ -96,8 +96,9 @@ def test_loaded_kernel_checks_arguments_like_jit():
 def test_loaded_kernel_pickles():
     k = cj.load(image_of(SAXPY_CPP, "cubin"), SAXPY_CPP_DECL)
     k2 = pickle.loads(pickle.dumps(k))
+    # The source is the declaration as the C++ statement that was read (';' added).
     assert (k2.name, k2.lowered_name, k2.format, k2.source) == ("saxpy", "_Z5saxpyPfPKffi", "CUBIN",
-                                                                SAXPY_CPP_DECL)
+                                                                SAXPY_CPP_DECL.rstrip() + ";")
 
 
 # -- bad input ----------------------------------------------------------------------------------------
