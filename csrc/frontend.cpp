@@ -7,9 +7,12 @@
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
+#include <map>
 #include <mutex>
 
 namespace torch_cudajit {
@@ -57,12 +60,12 @@ constexpr int kCursorFunctionDecl = 8, kCursorParmDecl = 10,
               kCursorCudaGlobalAttr = 414;
 constexpr int kTypeInvalid = 0;
 constexpr int kVisitBreak = 0, kVisitContinue = 1;
-constexpr unsigned kParseIncomplete = 0x02, kParseSkipFunctionBodies = 0x40,
-                   kParseKeepGoing = 0x200;
+constexpr unsigned kParseIncomplete = 0x02, kParseForSerialization = 0x10,
+                   kParseSkipFunctionBodies = 0x40, kParseKeepGoing = 0x200;
+constexpr int kDiagnosticFatal = 4;
 
 #define CJ_LIBCLANG_FUNCTIONS(X)                                                                  \
   X(clang_createIndex, CXIndex (*)(int, int))                                                     \
-  X(clang_disposeIndex, void (*)(CXIndex))                                                        \
   X(clang_parseTranslationUnit2,                                                                  \
     int (*)(CXIndex, const char*, const char* const*, int, CXUnsavedFile*, unsigned, unsigned,    \
             CXTranslationUnit*))                                                                  \
@@ -84,6 +87,12 @@ constexpr unsigned kParseIncomplete = 0x02, kParseSkipFunctionBodies = 0x40,
   X(clang_getTypeSpelling, CXString (*)(CXType))                                                  \
   X(clang_isInvalidDeclaration, unsigned (*)(CXCursor))                                           \
   X(clang_getFile, CXFile (*)(CXTranslationUnit, const char*))                                   \
+  X(clang_saveTranslationUnit, int (*)(CXTranslationUnit, const char*, unsigned))                \
+  X(clang_getNumDiagnostics, unsigned (*)(CXTranslationUnit))                                     \
+  X(clang_getDiagnostic, void* (*)(CXTranslationUnit, unsigned))                                  \
+  X(clang_getDiagnosticSeverity, int (*)(void*))                                                  \
+  X(clang_getDiagnosticSpelling, CXString (*)(void*))                                             \
+  X(clang_disposeDiagnostic, void (*)(void*))                                                     \
   X(clang_getClangVersion, CXString (*)())
 
 struct LibclangApi {
@@ -299,6 +308,8 @@ void read_kernel(CXCursor cursor, bool is_template, Walk& w) {
 int visit(CXCursor cursor, CXCursor, CXClientData data) {
   const auto& c = libclang();
   Walk& w = *static_cast<Walk*>(data);
+  // Declarations of the headers (and of the precompiled preamble) are not walked into.
+  if (main_offset(c.clang_getCursorLocation(cursor)) == std::string::npos) return kVisitContinue;
   const int kind = c.clang_getCursorKind(cursor);
   if (kind == kCursorNamespace) {
     const std::string name = take(c.clang_getCursorSpelling(cursor));
@@ -312,7 +323,6 @@ int visit(CXCursor cursor, CXCursor, CXClientData data) {
     visit_children(cursor, w);
     w.extern_c = outer;
   } else if ((kind == kCursorFunctionDecl || kind == kCursorFunctionTemplate) &&
-             main_offset(c.clang_getCursorLocation(cursor)) != std::string::npos &&
              is_kernel(cursor)) {
     // An explicit specialization (`template <> __global__ void k<float>(...)`) is code for one
     // instantiation, not an entry point of its own.
@@ -345,7 +355,9 @@ constexpr const char* kPrelude = R"(
 #define __restrict__ __restrict
 #define __CUDACC__ 1
 #define __CUDACC_RTC__ 1
+#define CJ_FRONTEND 1
 typedef __SIZE_TYPE__ size_t;
+namespace std { template <class T> class initializer_list; }
 #if __has_include(<vector_types.h>)
 #include <vector_types.h>
 #endif
@@ -372,6 +384,106 @@ std::string libclang_version() {
   return detail::take(detail::libclang().clang_getClangVersion());
 }
 
+namespace detail {
+namespace {
+
+// One parse of `main` (held in memory) with these arguments; nullptr when libclang refused.
+CXTranslationUnit parse(CXIndex index, const std::string& main, const std::string& text,
+                        const std::vector<std::string>& argv, unsigned options) {
+  const auto& c = libclang();
+  std::vector<const char*> cargs;
+  for (const auto& a : argv) cargs.push_back(a.c_str());
+  CXUnsavedFile files[2] = {{main.c_str(), text.data(), text.size()},
+                            {kPreludePath, kPrelude, std::char_traits<char>::length(kPrelude)}};
+  CXTranslationUnit tu = nullptr;
+  const int err = c.clang_parseTranslationUnit2(index, main.c_str(), cargs.data(),
+                                                static_cast<int>(cargs.size()), files, 2,
+                                                options, &tu);
+  return err == 0 ? tu : nullptr;
+}
+
+// True when a fatal diagnostic says the precompiled preamble could not be used.
+bool preamble_rejected(CXTranslationUnit tu) {
+  const auto& c = libclang();
+  bool rejected = false;
+  for (unsigned i = 0, n = c.clang_getNumDiagnostics(tu); i < n && !rejected; ++i) {
+    void* d = c.clang_getDiagnostic(tu, i);
+    if (c.clang_getDiagnosticSeverity(d) >= kDiagnosticFatal) {
+      const std::string text = take(c.clang_getDiagnosticSpelling(d));
+      rejected = text.find("precompiled") != std::string::npos ||
+                 text.find("PCH") != std::string::npos ||
+                 text.find("AST file") != std::string::npos;
+    }
+    c.clang_disposeDiagnostic(d);
+  }
+  return rejected;
+}
+
+// The preamble every source shares (the prelude, cj/cj.cuh and CUDA's fp16/bf16 headers, the
+// user's pre-included headers) is parsed once per argument list and kept as a precompiled
+// header: each source then parses only its own text.
+struct Preambles {
+  std::mutex mutex;
+  std::string folder;                        // this process's, removed at exit
+  pid_t owner = 0;                           // a forked child leaves the folder alone
+  std::map<std::string, std::string> files;  // arguments -> PCH path ("" when it failed)
+};
+
+Preambles& preambles() {
+  static Preambles* p = [] {
+    auto* out = new Preambles();
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                          "/torch_cudajit_frontend.XXXXXX";
+    if (mkdtemp(pattern.data()) != nullptr) {
+      out->folder = pattern;
+      out->owner = getpid();
+      std::atexit([] {
+        std::error_code ignored;
+        if (getpid() == preambles().owner) std::filesystem::remove_all(preambles().folder, ignored);
+      });
+    }
+    return out;
+  }();
+  return *p;
+}
+
+// The PCH of the `-include` arguments in `argv` under the other arguments, made on first use;
+// "" when it cannot be made (the caller then parses everything each time).
+std::string preamble_pch(CXIndex index, const std::vector<std::string>& argv) {
+  Preambles& p = preambles();
+  std::string key;
+  for (const auto& a : argv) key += a + '\0';
+  std::lock_guard<std::mutex> lock(p.mutex);
+  auto it = p.files.find(key);
+  if (it != p.files.end()) return it->second;
+  std::string path;
+  if (!p.folder.empty()) {
+    const std::string candidate = p.folder + "/" + std::to_string(p.files.size()) + ".pch";
+    CXTranslationUnit tu =
+        parse(index, "/torch_cudajit/preamble.cu", "", argv,
+              kParseIncomplete | kParseForSerialization | kParseSkipFunctionBodies);
+    if (tu != nullptr) {
+      // Refused when the preamble has errors: then every source is parsed whole.
+      if (libclang().clang_saveTranslationUnit(tu, candidate.c_str(), 0) == 0) path = candidate;
+      libclang().clang_disposeTranslationUnit(tu);
+    }
+  }
+  p.files[key] = path;
+  return path;
+}
+
+void forget_preamble(const std::vector<std::string>& argv) {
+  Preambles& p = preambles();
+  std::string key;
+  for (const auto& a : argv) key += a + '\0';
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.files[key] = "";
+}
+
+}  // namespace
+}  // namespace detail
+
 std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::string& filename,
                                         const std::vector<std::string>& args) {
   using namespace detail;
@@ -383,28 +495,41 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
                                    "--cuda-gpu-arch=sm_80", "-fsyntax-only", "-w",
                                    "-ferror-limit=0", "-include", kPreludePath};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<const char*> cargs;
-  for (const auto& a : argv) cargs.push_back(a.c_str());
-  CXUnsavedFile files[2] = {{main.c_str(), source.data(), source.size()},
-                            {kPreludePath, kPrelude, std::char_traits<char>::length(kPrelude)}};
+  // The same arguments with the pre-included headers replaced by their PCH.
+  std::vector<std::string> with_pch;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "-include" && i + 1 < argv.size()) ++i;
+    else with_pch.push_back(argv[i]);
+  }
+  constexpr unsigned kOptions = kParseIncomplete | kParseSkipFunctionBodies | kParseKeepGoing;
   ++g_parses;
-  CXIndex index = c.clang_createIndex(0, 0);
+  // One index for the process; parses through it take turns.
+  static const CXIndex index = c.clang_createIndex(0, 0);
+  static std::mutex parse_mutex;
+  std::lock_guard<std::mutex> lock(parse_mutex);
   CXTranslationUnit tu = nullptr;
-  const int err = c.clang_parseTranslationUnit2(
-      index, main.c_str(), cargs.data(), static_cast<int>(cargs.size()), files, 2,
-      kParseIncomplete | kParseSkipFunctionBodies | kParseKeepGoing, &tu);
-  if (err != 0 || tu == nullptr) {
-    c.clang_disposeIndex(index);
+  const std::string pch = preamble_pch(index, argv);
+  if (!pch.empty()) {
+    with_pch.push_back("-include-pch");
+    with_pch.push_back(pch);
+    tu = parse(index, main, source, with_pch, kOptions);
+    if (tu != nullptr && preamble_rejected(tu)) {
+      c.clang_disposeTranslationUnit(tu);
+      tu = nullptr;
+      forget_preamble(argv);
+    }
+  }
+  if (tu == nullptr) tu = parse(index, main, source, argv, kOptions);
+  if (tu == nullptr) {
     std::string line;
     for (const auto& a : argv) line += " " + a;
     TORCH_CHECK(false, "torch_cudajit: libclang (", c.path, ") could not parse '", filename,
-                "' (error code ", err, "); arguments:", line);
+                "'; arguments:", line);
   }
   Walk w{source, {}, false, {}};
   t_main_file = c.clang_getFile(tu, main.c_str());
   visit_children(c.clang_getTranslationUnitCursor(tu), w);
   c.clang_disposeTranslationUnit(tu);
-  c.clang_disposeIndex(index);
   return std::move(w.out);
 }
 

@@ -1,4 +1,4 @@
-// cj-corpus: name=adam_update args=f32[1024],f32[1024],f32[1024],f32[1024],f32,f32,f32,f32,f32,i32,i32 compile-only
+// cj-corpus: name=adam_update args=f32[1024],f32[1024],f32[1024],f32[1024],f32,f32,f32,f32,f32,i32,i32
 // Fused Adam(W) step with bias correction through std::pow on the step count.
 #include <cmath>
 

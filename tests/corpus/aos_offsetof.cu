@@ -1,4 +1,4 @@
-// cj-corpus: name=particles_advance args=u8[2048],i32,f32 compile-only
+// cj-corpus: name=particles_advance args=u8[2048],i32,f32
 // Array-of-structs particle update over a raw byte buffer, addressing fields with offsetof.
 #include <cstddef>
 #include <cstdint>

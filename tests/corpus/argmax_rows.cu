@@ -1,4 +1,4 @@
-// cj-corpus: name=argmax_rows args=f32[4096],i64[64],i32,i32 compile-only
+// cj-corpus: name=argmax_rows args=f32[4096],i64[64],i32,i32
 // Row argmax; ties go to the smallest index, NaN compares as the largest value.
 #include <climits>
 #include <limits>

@@ -1,4 +1,4 @@
-// cj-corpus: name=silu_and_mul_kernel args=bf16[512],bf16[1024],i32 compile-only
+// cj-corpus: name=silu_and_mul_kernel args=bf16[512],bf16[1024],i32
 // SwiGLU activation (silu(gate) * up) over bf16, as in LLM MLP blocks.
 #include <cuda_bf16.h>
 #include <cmath>

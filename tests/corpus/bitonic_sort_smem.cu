@@ -1,4 +1,4 @@
-// cj-corpus: name=bitonic_sort_block args=f32[1024],i32 compile-only
+// cj-corpus: name=bitonic_sort_block args=f32[1024],i32
 // In-block bitonic sort of 1024 keys in shared memory, exchanging with std::swap.
 #include <utility>
 

@@ -1,4 +1,4 @@
-// cj-corpus: name=block_reduce_max args=f32[4096],f32[16],i32 compile-only
+// cj-corpus: name=block_reduce_max args=f32[4096],f32[16],i32
 // Per-block maximum seeded with std::numeric_limits<float>::lowest().
 #include <limits>
 #include <algorithm>

@@ -1,4 +1,4 @@
-// cj-corpus: name=row_rms args=f32[8x64],f32[8],f32 compile-only
+// cj-corpus: name=row_rms args=f32[8x64],f32[8],f32
 // torch_cudajit style: cj::Array views, with std::sqrt and std::numeric_limits<T>::epsilon().
 #include <cmath>
 #include <limits>

@@ -1,4 +1,4 @@
-// cj-corpus: name=row_l2_normalize args=f32[4096],f32[4096],i32,i32 compile-only
+// cj-corpus: name=row_l2_normalize args=f32[4096],f32[4096],i32,i32
 // L2-normalizes rows with a cooperative_groups tile reduction and std::sqrt.
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>

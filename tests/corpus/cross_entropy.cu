@@ -1,4 +1,4 @@
-// cj-corpus: name=cross_entropy_fwd args=f32[4096],i64[64],f32[64],i32,i32,i64 compile-only
+// cj-corpus: name=cross_entropy_fwd args=f32[4096],i64[64],f32[64],i32,i32,i64
 // Cross-entropy loss from logits: numerically stable log-sum-exp per row, ignore_index support.
 #include <cmath>
 #include <cfloat>

@@ -1,4 +1,4 @@
-// cj-corpus: name=block_sum_squares args=f32[4096],f32[16],i32 tmpl=256 compile-only
+// cj-corpus: name=block_sum_squares args=f32[4096],f32[16],i32 tmpl=256
 // Sum of squares per block with cub::BlockReduce, then the norm with std::sqrt.
 #include <cub/block/block_reduce.cuh>
 #include <cmath>

@@ -1,4 +1,4 @@
-// cj-corpus: name=warp_row_max args=f32[4096],f32[128],i32 compile-only
+// cj-corpus: name=warp_row_max args=f32[4096],f32[128],i32
 // Row maxima with cub::WarpReduce, one warp per 32-element row, starting from -INFINITY.
 #include <cub/warp/warp_reduce.cuh>
 #include <cfloat>

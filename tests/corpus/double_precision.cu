@@ -1,4 +1,4 @@
-// cj-corpus: name=relative_error_f64 args=f64[1024],f64[1024],f64[1024],i32 compile-only
+// cj-corpus: name=relative_error_f64 args=f64[1024],f64[1024],f64[1024],i32
 // Double-precision relative error with std::abs, std::fmax and DBL_EPSILON/DBL_MAX.
 #include <cmath>
 #include <cfloat>

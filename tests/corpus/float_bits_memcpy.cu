@@ -1,4 +1,4 @@
-// cj-corpus: name=float_to_ordered_uint args=f32[1024],i32[1024],i32 compile-only
+// cj-corpus: name=float_to_ordered_uint args=f32[1024],i32[1024],i32
 // Maps floats to order-preserving unsigned keys (radix-sort style), type-punning with memcpy.
 #include <cstring>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// cj-corpus: name=binary_op_kernel args=f32[1024],f32[1024],f32[1024],i32 compile-only
+// cj-corpus: name=binary_op_kernel args=f32[1024],f32[1024],f32[1024],i32
 // Generic elementwise binary kernel parameterized by a standard function object.
 #include <functional>
 #include <type_traits>

@@ -1,4 +1,4 @@
-// cj-corpus: name=embedding_gather args=f32[4096],f32[8192],i64[64],i32,i32,i32 compile-only
+// cj-corpus: name=embedding_gather args=f32[4096],f32[8192],i64[64],i32,i32,i32
 // Embedding lookup that asserts its indices are in range, as PyTorch's index kernels do.
 #include <cassert>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// cj-corpus: name=gelu_erf_kernel args=f64[1024],f64[1024],i64 compile-only
+// cj-corpus: name=gelu_erf_kernel args=f64[1024],f64[1024],i64
 // Exact GELU through erf, templated on the element type (here instantiated for double).
 #include <cmath>
 

@@ -1,4 +1,4 @@
-// cj-corpus: name=gelu_tanh_kernel args=f32[1024],f32[1024],i32 compile-only
+// cj-corpus: name=gelu_tanh_kernel args=f32[1024],f32[1024],i32
 // GELU, tanh approximation. Like most nvcc code it uses M_PI without including anything: nvcc's
 // implicit <cuda_runtime.h> brings in the host <math.h>.
 __global__ void gelu_tanh_kernel(float* out, const float* in, int n) {

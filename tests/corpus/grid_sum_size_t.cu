@@ -1,4 +1,4 @@
-// cj-corpus: name=grid_stride_sum args=f32[1024],f32[1],i64 compile-only
+// cj-corpus: name=grid_stride_sum args=f32[1024],f32[1],i64
 // Grid-stride sum with std::size_t indices and a warp-level pre-reduction before the atomic.
 #include <cstddef>
 

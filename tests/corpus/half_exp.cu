@@ -1,4 +1,4 @@
-// cj-corpus: name=half_sigmoid args=f16[1024],f16[1024],i32 compile-only
+// cj-corpus: name=half_sigmoid args=f16[1024],f16[1024],i32
 // fp16 sigmoid computed in float, with std::exp from <cmath> next to <cuda_fp16.h>.
 #include <cuda_fp16.h>
 #include <cmath>

@@ -1,4 +1,4 @@
-// cj-corpus: name=histogram_u8 args=u8[4096],i32[256],i32 compile-only
+// cj-corpus: name=histogram_u8 args=u8[4096],i32[256],i32
 // 256-bin histogram of bytes with a privatized shared-memory histogram.
 #include <climits>
 #include <cstdint>

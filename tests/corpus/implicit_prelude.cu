@@ -1,4 +1,4 @@
-// cj-corpus: name=polar_to_cartesian args=f32[512],f32[512],f32[512],f32[512],i32 compile-only
+// cj-corpus: name=polar_to_cartesian args=f32[512],f32[512],f32[512],f32[512],i32
 // Written for nvcc: no includes at all. M_PI, INFINITY, NAN, INT_MAX, printf and std::sqrt come from
 // the headers nvcc includes implicitly into every .cu file.
 __device__ float wrap_angle(float theta) {

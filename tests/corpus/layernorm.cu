@@ -1,4 +1,4 @@
-// cj-corpus: name=layer_norm_forward args=f32[4096],f32[64],f32[64],f32[64],f32[4096],i32,i32,f32 compile-only
+// cj-corpus: name=layer_norm_forward args=f32[4096],f32[64],f32[64],f32[64],f32[4096],i32,i32,f32
 // LayerNorm forward: Welford mean/variance per row, rsqrtf for the inverse standard deviation.
 #include <cmath>
 #include <cstdint>

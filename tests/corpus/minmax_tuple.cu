@@ -1,4 +1,4 @@
-// cj-corpus: name=minmax_per_block args=f32[4096],f32[16],f32[16],i32 compile-only
+// cj-corpus: name=minmax_per_block args=f32[4096],f32[16],f32[16],i32
 // Per-block min and max carried together as a std::tuple through a shuffle reduction.
 #include <tuple>
 #include <utility>

@@ -1,4 +1,4 @@
-// cj-corpus: name=clip_grad_norm_scale args=f32[1024],f32[1],f32,i32 compile-only
+// cj-corpus: name=clip_grad_norm_scale args=f32[1024],f32[1],f32,i32
 // Gradient clipping by global norm, including <cmath>, <algorithm> and <cstdio> together.
 #include <cmath>
 #include <algorithm>

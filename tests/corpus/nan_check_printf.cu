@@ -1,4 +1,4 @@
-// cj-corpus: name=check_finite args=f32[1024],i32[1],i32 compile-only
+// cj-corpus: name=check_finite args=f32[1024],i32[1],i32
 // Debug helper that reports the first non-finite values with printf.
 #include <cstdio>
 #include <cmath>

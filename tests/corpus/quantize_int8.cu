@@ -1,4 +1,4 @@
-// cj-corpus: name=quantize_per_tensor_int8 args=f32[1024],u8[1024],f32,i32,i32 compile-only
+// cj-corpus: name=quantize_per_tensor_int8 args=f32[1024],u8[1024],f32,i32,i32
 // Per-tensor affine quantization to int8 with saturation at INT8_MIN/INT8_MAX.
 #include <cstdint>
 #include <algorithm>

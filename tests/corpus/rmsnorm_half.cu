@@ -1,4 +1,4 @@
-// cj-corpus: name=rms_norm_kernel args=f16[4096],f16[4096],f16[64],f32,i32 compile-only
+// cj-corpus: name=rms_norm_kernel args=f16[4096],f16[4096],f16[64],f32,i32
 // RMSNorm over fp16 activations with fp32 accumulation (LLaMA-style).
 #include <cuda_fp16.h>
 #include <cmath>

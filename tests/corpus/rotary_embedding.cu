@@ -1,4 +1,4 @@
-// cj-corpus: name=rotary_embedding_kernel args=f32[4096],i64[16],i32,i32,i32,f32 compile-only
+// cj-corpus: name=rotary_embedding_kernel args=f32[4096],i64[16],i32,i32,i32,f32
 // Rotary position embedding (GPT-NeoX layout): inverse frequencies from std::pow, applied with sincosf.
 #include <cmath>
 

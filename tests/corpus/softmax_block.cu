@@ -1,4 +1,4 @@
-// cj-corpus: name=softmax_block args=f32[4096],f32[4096],i32 compile-only
+// cj-corpus: name=softmax_block args=f32[4096],f32[4096],i32
 // Block-per-row softmax with a shared-memory reduction, seeded with -FLT_MAX.
 #include <cfloat>
 #include <cmath>

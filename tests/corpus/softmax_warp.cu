@@ -1,4 +1,4 @@
-// cj-corpus: name=softmax_warp_kernel args=f32[4096],f32[4096],i32,i32 compile-only
+// cj-corpus: name=softmax_warp_kernel args=f32[4096],f32[4096],i32,i32
 // Row-wise softmax, one warp per row (the layout of many attention and classifier heads).
 #include <cmath>
 

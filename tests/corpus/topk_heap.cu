@@ -1,4 +1,4 @@
-// cj-corpus: name=topk_per_thread args=f32[4096],f32[512],i32 compile-only
+// cj-corpus: name=topk_per_thread args=f32[4096],f32[512],i32
 // Per-thread top-8 over a strided slice kept in a min-heap (std::push_heap/std::pop_heap).
 #include <algorithm>
 #include <functional>

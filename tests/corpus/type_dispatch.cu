@@ -1,4 +1,4 @@
-// cj-corpus: name=scale_cast args=f16[256],f16[256],f32 compile-only
+// cj-corpus: name=scale_cast args=f16[256],f16[256],f32
 // Templated elementwise kernel that picks its accumulation type with type traits.
 #include <cuda_fp16.h>
 #include <type_traits>

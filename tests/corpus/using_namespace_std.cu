@@ -1,4 +1,4 @@
-// cj-corpus: name=smooth_l1_loss args=f32[1024],f32[1024],f32[1024],f32,i32 compile-only
+// cj-corpus: name=smooth_l1_loss args=f32[1024],f32[1024],f32[1024],f32,i32
 // Written in the `using namespace std;` style: unqualified sqrt, abs, min, max and exp must pick
 // one overload, whether CUDA's global ones or std's.
 #include <cmath>

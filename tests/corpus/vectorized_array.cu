@@ -1,4 +1,4 @@
-// cj-corpus: name=axpby_vec4 args=f32[1024],f32[1024],f32[1024],f32,f32,i32 compile-only
+// cj-corpus: name=axpby_vec4 args=f32[1024],f32[1024],f32[1024],f32,f32,i32
 // Vectorized axpby that stages four elements at a time in a std::array.
 #include <array>
 #include <cstddef>

@@ -1,4 +1,4 @@
-// cj-corpus: name=column_stats args=f64[4096],f64[64],f64[64],i32,i32 compile-only
+// cj-corpus: name=column_stats args=f64[4096],f64[64],f64[64],i32,i32
 // Column mean and sample variance in double, flagging degenerate columns with NaN.
 #include <limits>
 #include <cmath>

@@ -1,21 +1,26 @@
 """The corpus of real-world CUDA kernels (tests/corpus/*.cu) compiles unchanged: no GPU needed.
 
 Each corpus file is CUDA C++ written the way nvcc users write it (C and C++ library includes,
-M_PI or INFINITY without includes, std:: math and type traits, cub, cooperative_groups). Its
-first line names the kernel and the example arguments to compile it for:
+M_PI or INFINITY without includes, std:: math and type traits, cub, cooperative_groups, kernels in
+namespaces or next to preprocessor-disabled ones, macro and typedef'd parameter types). Its first
+line names the kernel and the example arguments to compile it for:
 
-    // cj-corpus: name=<kernel> args=<arg>,<arg>,... [tmpl=<template arguments>] compile-only
+    // cj-corpus: name=<kernel> args=<arg>,<arg>,... [tmpl=<template arguments>] [<flag> ...]
 
 Fields are separated by spaces; a field without ``=`` is a flag. The grammar of ``args``:
 
 * ``f32[N]``, ``f16[N]``, ``bf16[N]``, ``f64[N]``, ``i32[N]``, ``i64[N]``, ``u8[N]`` (and
-  ``i8``, ``i16``, ``bool``): a meta tensor of that dtype; ``[RxC]`` (dimensions joined by ``x``)
-  gives a multi-dimensional one, ``[]`` a 0-d one.
+  ``i8``, ``i16``, ``bool``, ``c64``, ``c128``): a meta tensor of that dtype; ``[RxC]`` (dimensions
+  joined by ``x``) gives a multi-dimensional one, ``[]`` a 0-d one.
 * a bare ``i32`` or ``i64``: the Python int 3; a bare ``f32`` or ``f64``: the Python float 0.5.
 
 ``tmpl`` is passed to ``torch_cudajit.jit`` as ``template_args`` (for template parameters that the
-arguments do not deduce, such as a block size). ``compile-only`` marks kernels that are compiled
-but not launched.
+arguments do not deduce, such as a block size).
+
+Every corpus kernel is also launched on the GPU against a torch reference: test_corpus_gpu.py has
+one case per file, and a CPU test there fails for a file without one. There is therefore no
+``compile-only`` flag any more, and no flag is defined now (``KNOWN_FLAGS`` is empty); the flag
+grammar stays for future use, and an unknown flag is an error.
 """
 from __future__ import annotations
 
@@ -44,10 +49,12 @@ TENSOR_DTYPES = {
     "i64": torch.int64,
     "u8": torch.uint8,
     "bool": torch.bool,
+    "c64": torch.complex64,
+    "c128": torch.complex128,
 }
 SCALARS = {"i32": 3, "i64": 3, "f32": 0.5, "f64": 0.5}
 KNOWN_FIELDS = {"name", "args", "tmpl"}
-KNOWN_FLAGS = {"compile-only"}
+KNOWN_FLAGS: frozenset = frozenset()  # none defined now (see the module docstring)
 
 _TENSOR_ARG = re.compile(r"^([a-z0-9]+)\[([0-9x]*)\]$")
 
@@ -105,27 +112,37 @@ def read_entry(path: pathlib.Path) -> CorpusEntry:
 # -- the header grammar ---------------------------------------------------------------------------
 
 
-def test_parse_header_tensors_scalars_and_flags():
-    e = parse_header("// cj-corpus: name=softmax args=f32[64],bf16[4x8],u8[],i32,f64 tmpl=256 compile-only")
-    assert e.name == "softmax" and e.tmpl == "256" and e.flags == {"compile-only"}
-    out, x, byte, n, alpha = e.args
+def test_parse_header_tensors_and_scalars():
+    e = parse_header("// cj-corpus: name=softmax args=f32[64],bf16[4x8],u8[],i32,f64,c64[2] tmpl=256")
+    assert e.name == "softmax" and e.tmpl == "256" and e.flags == set()
+    out, x, byte, n, alpha, z = e.args
     assert (out.device.type, out.dtype, tuple(out.shape)) == ("meta", torch.float32, (64,))
     assert (x.dtype, tuple(x.shape)) == (torch.bfloat16, (4, 8))
     assert (byte.dtype, tuple(byte.shape)) == (torch.uint8, ())
     assert n == 3 and isinstance(n, int) and alpha == 0.5
+    assert (z.dtype, tuple(z.shape)) == (torch.complex64, (2,))
+
+
+def test_parse_header_flags(monkeypatch):
+    """The flag grammar works for flags that are defined (none is now)."""
+    monkeypatch.setitem(globals(), "KNOWN_FLAGS", frozenset({"slow", "sm90-only"}))
+    e = parse_header("// cj-corpus: name=k slow args=f32[4] sm90-only")
+    assert e.flags == {"slow", "sm90-only"} and len(e.args) == 1
 
 
 def test_parse_header_without_args():
-    assert parse_header("// cj-corpus: name=k compile-only").args == []
+    assert parse_header("// cj-corpus: name=k").args == []
 
 
 @pytest.mark.parametrize("line, match", [
     pytest.param("// kernel", "must start with", id="no-header"),
     pytest.param("// cj-corpus: args=f32[4]", "names no kernel", id="no-name"),
-    pytest.param("// cj-corpus: name=k args=c64[4]", "unknown tensor dtype", id="bad-dtype"),
+    pytest.param("// cj-corpus: name=k args=f8[4]", "unknown tensor dtype", id="bad-dtype"),
     pytest.param("// cj-corpus: name=k args=f32[4],u32", "cannot parse", id="bad-scalar"),
     pytest.param("// cj-corpus: name=k grid=4", "unknown corpus field", id="bad-field"),
     pytest.param("// cj-corpus: name=k launch-only", "unknown corpus flag", id="bad-flag"),
+    pytest.param("// cj-corpus: name=k compile-only", "unknown corpus flag 'compile-only'",
+                 id="compile-only-is-gone"),
     pytest.param("// cj-corpus: name=k name=j", "given twice", id="twice"),
 ])
 def test_parse_header_rejects(line, match):
