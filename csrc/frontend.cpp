@@ -504,7 +504,8 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
   constexpr unsigned kOptions = kParseIncomplete | kParseSkipFunctionBodies | kParseKeepGoing;
   ++g_parses;
   // One index for the process; parses through it take turns.
-  static const CXIndex index = c.clang_createIndex(0, 0);
+  // Excluding the precompiled preamble's declarations, visits see the source's own only.
+  static const CXIndex index = c.clang_createIndex(/*excludeDeclarationsFromPCH=*/1, 0);
   static std::mutex parse_mutex;
   std::lock_guard<std::mutex> lock(parse_mutex);
   CXTranslationUnit tu = nullptr;
