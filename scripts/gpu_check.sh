@@ -78,7 +78,8 @@ if wants all bench ops final; then
   python3 benchmarks/op_overhead.py 2>&1 | tee "$OUT/bench_op.log"
   if [[ -x build/cmake-gpu/examples/deploy/torch_cudajit_deploy ]]; then
     python3 examples/deploy/export.py "$OUT/deploy" 2>&1 | tail -1
-    ./build/cmake-gpu/examples/deploy/torch_cudajit_deploy "$OUT/deploy/model.pt" "$OUT/deploy/data.pt" --bench 2>&1 | tee "$OUT/bench_deploy.log"
+    # Without libclang: the archive carries the kernels' reflection, so loading parses nothing.
+    env -u TORCH_CUDAJIT_LIBCLANG ./build/cmake-gpu/examples/deploy/torch_cudajit_deploy "$OUT/deploy/model.pt" "$OUT/deploy/data.pt" --bench 2>&1 | tee "$OUT/bench_deploy.log"
   fi
 fi
 if wants all wheel; then

@@ -5,6 +5,7 @@
 #include "program.h"
 
 #include "cuda_api.h"
+#include "frontend.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -44,6 +45,26 @@ SpecKey saxpy_key(bool contiguous = true) {
   return make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1, contiguous),
                                tensor_sig(TypeCode::kFloat, 1, contiguous),
                                number_sig(ArgKind::kFloat)});
+}
+
+// A program rebuilt from its reflection (as a pickle or a TorchScript archive is loaded) runs no
+// front end and rewrites the source exactly as the original did.
+TEST(ProgramTest, FromReflectionParsesNothing) {
+  const std::string source =
+      "namespace ns {\ntemplate <typename T>\n__global__ void k(cj::Array<T, 1> out, T a) {}\n}\n";
+  const Program original(source);
+  const uint64_t parses = frontend_parse_count();
+  auto again = Program::from_reflection(source, "kernel.cu", original.reflection());
+  EXPECT_EQ(frontend_parse_count(), parses);
+  ASSERT_EQ(again->kernels().size(), 1u);
+  EXPECT_EQ(again->kernel("k").qualified_name, "ns::k");
+  const InstantiationRequest request{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1),
+                                                                number_sig(ArgKind::kFloat)}), ""};
+  EXPECT_EQ(again->generated_source({request}), original.generated_source({request}));
+  CJ_EXPECT_CONTAINS(
+      expect_throws<c10::ValueError>(
+          [&] { Program::from_reflection(source + " ", "kernel.cu", original.reflection()); }),
+      "was read from another source");
 }
 
 TEST(ProgramTest, NvrtcSupportsSm90) {
