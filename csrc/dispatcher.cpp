@@ -43,6 +43,7 @@ const char* kind_name(ArgKind k) {
     case ArgKind::kComplex: return "complex";
     case ArgKind::kBytes: return "extension bytes";
     case ArgKind::kAddress: return "address";
+    case ArgKind::kTag: return "tag";
     case ArgKind::kNone: return "nothing";
   }
   return "?";
@@ -380,6 +381,9 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
                               "cj::Array to take strided tensors.");
           break;
         case ParamKind::kScalar:
+          if (p.tag)
+            fail_param(i, "is a tag and takes a Python bool or int (its value picks the "
+                          "specialization), got a tensor.");
           if (t.dim() != 0)
             fail_param(i, "is a scalar and takes a number or a 0-d tensor, got a tensor of " +
                               shape_of(t) + ".");
@@ -409,7 +413,24 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
         fail_param(i, std::string("takes a tensor, got ") + kind_name(a.kind) + ".");
       if (p.kind == ParamKind::kAuto && a.kind == ArgKind::kBytes)
         fail_param(i, "is `auto`; extension bytes need a declared parameter type.");
-      if (p.kind == ParamKind::kScalar) {
+      if (a.kind == ArgKind::kBytes) {
+        // Bytes carry no type, so they cannot decide a template parameter the type names.
+        const auto names = decl_->template_param_names();
+        for (const std::string& id : identifiers_of(p.type))
+          if (std::find(names.begin(), names.end(), id) != names.end())
+            fail_param(i, "has type `" + p.type + "`, which depends on template parameter `" +
+                              id + "`; extension bytes cannot decide it. Pass a value the "
+                              "kernel can deduce `" + id + "` from, or declare a concrete type.");
+      }
+      if (p.tag && a.kind != ArgKind::kBytes) {
+        if (a.kind != ArgKind::kBool && a.kind != ArgKind::kInt)
+          fail_param(i, std::string("is a tag and takes a Python bool or int (its value picks "
+                                    "the specialization), got ") + kind_name(a.kind) + ".");
+        if (a.big_unsigned || a.i < -32768 || a.i > 32767)
+          fail_value(i, "is a tag; its value must be in [-32768, 32767], got " +
+                            (a.big_unsigned ? std::to_string(a.u) : std::to_string(a.i)) + ".");
+        set_tag(s, a.kind == ArgKind::kBool, static_cast<int16_t>(a.i));
+      } else if (p.kind == ParamKind::kScalar) {
         const TypeCode declared = declared_[i].scalar;
         if (declared != TypeCode::kUnknown) {
           bool ok = true;
@@ -497,6 +518,7 @@ std::shared_ptr<Specialization> Dispatcher::build(
       case ArgKind::kBool: slot.op = PackOp::kBool; break;
       case ArgKind::kComplex: slot.op = PackOp::kComplex; break;
       case ArgKind::kBytes: slot.op = PackOp::kBytes; break;
+      case ArgKind::kTag: slot.op = PackOp::kTag; break;
       case ArgKind::kNone: TORCH_INTERNAL_ASSERT(false, "kNone in a key");
     }
     slot.written = (slot.op == PackOp::kArray || slot.op == PackOp::kPointer) && !p.is_const;
@@ -887,6 +909,7 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
         break;
       case PackOp::kFloat: store_real(dst, slot.code, a.d, 0.0); break;
       case PackOp::kComplex: store_real(dst, slot.code, a.d, a.imag); break;
+      case PackOp::kTag: break;  // an empty struct: its value is in its type
       case PackOp::kBytes:
         if (a.nbytes != slot.size)
           fail_param(i, "is " + std::to_string(slot.size) + " bytes; the extension gave " +

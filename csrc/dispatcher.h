@@ -71,6 +71,7 @@ struct KernelOptions {
 enum class PackOp : uint8_t {
   kArray, kPointer, kTensorScalar, kInt, kFloat, kBool, kComplex, kBytes,
   kAddress,  ///< an address (None, cj.DevicePointer) for a pointer parameter
+  kTag,      ///< a tag (integral_constant): nothing to copy, the value is in the type
 };
 
 /// A kernel compiled for one key.

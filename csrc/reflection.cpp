@@ -207,6 +207,12 @@ void classify_type(Param& p, const std::vector<Token>& all, size_t b, size_t e) 
     }
   }
   p.kind = ParamKind::kScalar;
+  // integral_constant<T, v> and bool_constant<v>, however qualified, are tags.
+  for (size_t i = b; i + 1 < e; ++i) {
+    if (all[i + 1].text != "<") continue;
+    p.tag = all[i].text == "integral_constant" || all[i].text == "bool_constant";
+    break;
+  }
 }
 
 Param classify_text(const std::string& type_text) {
@@ -530,7 +536,7 @@ std::string serialize_kernels(const std::vector<KernelDecl>& kernels) {
     for (const auto& p : k.params)
       w << p.name << p.type << static_cast<size_t>(p.kind) << p.is_const << p.element << p.rank
         << static_cast<size_t>(p.layout) << p.rewritten_type << p.named << p.element_dependent
-        << p.layout_insert;
+        << p.layout_insert << p.tag;
   }
   return w.take();
 }
@@ -578,6 +584,7 @@ std::vector<KernelDecl> deserialize_kernels(const std::string& bytes) {
       p.named = r.flag();
       p.element_dependent = r.flag();
       p.layout_insert = r.number();
+      p.tag = r.flag();
     }
   }
   TORCH_CHECK_VALUE(r.done(), "torch_cudajit: a kernel's serialized reflection has trailing "

@@ -44,6 +44,10 @@ struct Param {
   /// argument decides it. Otherwise it is a concrete type (`float`, `float4`, a typedef or a
   /// struct) that arguments are passed to as written.
   bool element_dependent = false;
+  /// A tag: a scalar of type `integral_constant<T, v>` or `bool_constant<v>` (std:: or
+  /// cuda::std::). It binds a Python bool or int whose value becomes part of the key, so that
+  /// `v` is deduced from it.
+  bool tag = false;
   // Offsets into the original source, used by the layout rewrite.
   size_t layout_insert = std::string::npos;  ///< position of the Array's closing '>'
 };

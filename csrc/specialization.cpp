@@ -132,8 +132,10 @@ void check_key(const KernelDecl& decl, const SpecKey& key, const char* origin) {
       TORCH_CHECK_VALUE(false, "torch_cudajit: ", origin, " of kernel '", decl.name,
                         "' is damaged: parameter '", decl.params[i].name, "' has ", what, ".");
     };
-    if (kind < static_cast<unsigned>(ArgKind::kTensor) || kind > static_cast<unsigned>(ArgKind::kAddress))
-      fail("argument kind " + std::to_string(kind) + " (expected 1 to 7)");
+    if (kind < static_cast<unsigned>(ArgKind::kTensor) || kind > static_cast<unsigned>(ArgKind::kTag))
+      fail("argument kind " + std::to_string(kind) + " (expected 1 to 8)");
+    if (s.kind == ArgKind::kTag && !decl.params[i].tag)
+      fail("a tag value, which only integral_constant and bool_constant parameters take");
     if (s.kind == ArgKind::kAddress && decl.params[i].kind != ParamKind::kPointer)
       fail("an address (None or cj.DevicePointer), which only pointer parameters take");
     if (code < static_cast<int>(TypeCode::kPointer) || code > static_cast<int>(TypeCode::kComplexDouble))
@@ -142,14 +144,54 @@ void check_key(const KernelDecl& decl, const SpecKey& key, const char* origin) {
       if (code < 0) fail("a tensor of dtype code " + std::to_string(code));
       if (s.rank > 16) fail("rank " + std::to_string(s.rank) + " (at most 16)");
       if ((s.flags & ~kKnownLayoutFlags) != 0) fail("layout flags " + std::to_string(s.flags));
+    } else if (s.kind == ArgKind::kTag) {
+      if (s.dtype != TypeCode::kBool && s.dtype != TypeCode::kInt64)
+        fail("a tag of dtype code " + std::to_string(code));
     } else if (s.rank != 0 || s.flags != 0 || s.dtype != TypeCode::kUnknown) {
       fail("a dtype, rank or layout flags on a non-tensor argument");
     }
   }
 }
 
+int16_t tag_value(const ArgSig& s) {
+  return static_cast<int16_t>(static_cast<uint16_t>(s.rank) | (static_cast<uint16_t>(s.flags) << 8));
+}
+
+void set_tag(ArgSig& s, bool is_bool, int16_t value) {
+  s.kind = ArgKind::kTag;
+  s.dtype = is_bool ? TypeCode::kBool : TypeCode::kInt64;
+  const auto bits = static_cast<uint16_t>(value);
+  s.rank = static_cast<uint8_t>(bits & 0xff);
+  s.flags = static_cast<uint8_t>(bits >> 8);
+}
+
+namespace {
+// A tag parameter's type with its value argument set: `std::bool_constant<B>` and true give
+// `std::bool_constant<true>`, `cuda::std::integral_constant<int, N>` and 3 give `...<int, 3>`.
+std::string tag_type(const Param& p, const ArgSig& s) {
+  const std::string& t = p.type;
+  const size_t open = t.find('<');
+  size_t close = std::string::npos, last_comma = open;
+  int depth = 0;
+  for (size_t i = open; open != std::string::npos && i < t.size(); ++i) {
+    if (t[i] == '<' || t[i] == '(') ++depth;
+    if (t[i] == ',' && depth == 1) last_comma = i;
+    if ((t[i] == '>' || t[i] == ')') && --depth == 0) {
+      close = i;
+      break;
+    }
+  }
+  TORCH_INTERNAL_ASSERT(close != std::string::npos, "tag parameter type without arguments: ", t);
+  const int16_t v = tag_value(s);
+  const std::string value = s.dtype == TypeCode::kBool ? (v ? "true" : "false")
+                            : v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v);
+  return t.substr(0, last_comma + 1) + (last_comma == open ? "" : " ") + value + t.substr(close);
+}
+}  // namespace
+
 std::string argument_cpp_type(const Param& p, const ArgSig& s) {
   switch (s.kind) {
+    case ArgKind::kTag: return tag_type(p, s);
     case ArgKind::kInt: return "long long";
     case ArgKind::kFloat: return "double";
     case ArgKind::kBool: return "bool";
@@ -198,6 +240,7 @@ std::string describe_signature(const KernelDecl& decl, const SpecKey& key) {
       case ArgKind::kComplex: os << "complex"; break;
       case ArgKind::kBytes: os << p.type; break;
       case ArgKind::kAddress: os << "address"; break;
+      case ArgKind::kTag: os << tag_type(p, s); break;
       case ArgKind::kNone: os << "?"; break;
       case ArgKind::kTensor: {
         std::string cv = p.is_const ? "const " : "";
@@ -260,7 +303,8 @@ std::string deduction_helper(const KernelDecl& d, const SpecKey* key, const std:
       const Param& p = d.params[i];
       const bool address = key != nullptr && i < key->size && key->args[i].kind == ArgKind::kAddress;
       os << ", ";
-      if ((priority == 1 && p.kind == ParamKind::kScalar) || address)
+      // A tag's value deduces the kernel's own template parameter: never non-deduced.
+      if ((priority == 1 && p.kind == ParamKind::kScalar && !p.tag) || address)
         os << "typename ::cj::detail::nondeduced<" << helper_type(p.rewritten_type) << ">::type";
       else
         os << helper_type(p.rewritten_type);

@@ -31,7 +31,11 @@ enum class ArgKind : uint8_t {
   /// element type: the declaration or the other arguments decide the pointee, so its parameter
   /// is a non-deduced context of the deduction helper.
   kAddress,
+  /// The value of a tag parameter (Param::tag): dtype kBool or kInt64, the value (-32768 to
+  /// 32767) in rank (low byte) and flags (high byte).
+  kTag,
 };
+
 
 /// Layout flag bits of a tensor argument (mirrors cj::Layout<Flags>): row-major contiguous, a
 /// 16-byte aligned data pointer (vector loads), every element offset below 2^31 (32-bit index
@@ -50,6 +54,11 @@ struct ArgSig {
   }
 };
 static_assert(sizeof(ArgSig) == 4, "ArgSig must stay one word");
+
+/// The value a kTag ArgSig carries.
+int16_t tag_value(const ArgSig& s);
+/// Puts a tag value in an ArgSig (kind, dtype and the two value bytes).
+void set_tag(ArgSig& s, bool is_bool, int16_t value);
 
 /// Most parameters a kernel may have.
 constexpr size_t kMaxParams = 64;

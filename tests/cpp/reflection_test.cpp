@@ -495,7 +495,7 @@ TEST(ReflectionTest, SerializedReflectionRoundTrips) {
   const std::string bytes = serialize_kernels(kernels);
   CJ_EXPECT_CONTAINS(
       expect_throws<c10::ValueError>([&] { deserialize_kernels(bytes.substr(0, bytes.size() - 2)); }),
-      "truncated");
+      "serialized reflection is");  // truncated or damaged, by where the cut falls
   CJ_EXPECT_CONTAINS(expect_throws<c10::ValueError>([&] { deserialize_kernels("5:other"); }),
                      "has the format 'other'");
 }

@@ -258,6 +258,48 @@ TEST(SpecializationTest, ArgumentCppType) {
 
 // Concrete pointees go to the helper as written (the pointee probe checks them); dependent
 // ones take the tensor's dtype; an address is a nullptr that converts to any pointer.
+// A tag's value travels in the key and becomes the tag type's value argument.
+TEST(SpecializationTest, TagValues) {
+  struct Case {
+    const char* type;
+    bool is_bool;
+    int16_t value;
+    const char* want;
+  };
+  const std::vector<Case> cases = {
+      {"std::bool_constant<B>", true, 1, "std::bool_constant<true>"},
+      {"std::bool_constant<B>", true, 0, "std::bool_constant<false>"},
+      {"cuda::std::integral_constant<int, N>", false, 7, "cuda::std::integral_constant<int, 7>"},
+      {"std::integral_constant<int, N>", false, -32768, "std::integral_constant<int, (-32768)>"},
+      {"std::integral_constant<int, N>", false, 32767, "std::integral_constant<int, 32767>"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.type) + " = " + std::to_string(c.value));
+    Param p;
+    p.name = "t";
+    p.type = c.type;
+    p.kind = ParamKind::kScalar;
+    p.tag = true;
+    ArgSig s;
+    set_tag(s, c.is_bool, c.value);
+    EXPECT_EQ(s.kind, ArgKind::kTag);
+    EXPECT_EQ(tag_value(s), c.value);
+    EXPECT_EQ(argument_cpp_type(p, s), c.want);
+    KernelDecl d;
+    d.name = "k";
+    d.params = {p};
+    SpecKey key;
+    key.arch = 90;
+    key.size = 1;
+    key.args[0] = s;
+    EXPECT_EQ(describe_signature(d, key), std::string("(") + c.want + ")");
+    check_key(d, key, "a test key");  // valid
+    d.params[0].tag = false;
+    CJ_EXPECT_CONTAINS(expect_throws<c10::ValueError>([&] { check_key(d, key, "a test key"); }),
+                       "a tag value, which only integral_constant and bool_constant parameters");
+  }
+}
+
 TEST(SpecializationTest, ArgumentCppTypeOfPointees) {
   const std::vector<Param> p = params_of(
       "template <class T, int N>\n"
@@ -372,8 +414,8 @@ TEST(SpecializationTest, CheckKey) {
   const ArgSig address = number_sig(ArgKind::kAddress);
   ArgSig address_with_dtype = address;
   address_with_dtype.dtype = TypeCode::kFloat;
-  ArgSig kind_past_address = address;
-  kind_past_address.kind = static_cast<ArgKind>(8);
+  ArgSig kind_past_tag = address;
+  kind_past_tag.kind = static_cast<ArgKind>(9);
   // What make_key produces passes.
   check_key(k, key(t, t, f), "a test key");
   check_key(k, key(address, t, f), "a test key");
@@ -388,8 +430,8 @@ TEST(SpecializationTest, CheckKey) {
       {"address to a scalar", key(t, t, address), "parameter 's' has an address"},
       {"address with a dtype", key(address_with_dtype, t, f),
        "parameter 'p' has a dtype, rank or layout flags on a non-tensor argument"},
-      {"unknown kind", key(kind_past_address, t, f),
-       "parameter 'p' has argument kind 8 (expected 1 to 7)"},
+      {"unknown kind", key(kind_past_tag, t, f),
+       "parameter 'p' has argument kind 9 (expected 1 to 8)"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.title);

@@ -477,6 +477,98 @@ def test_template_pointee_in_a_struct_template():
     assert c.inspect_types()["cpp_signature"] == "void k<double>(double*, double const*)"
 
 
+# -- tag parameters: integral_constant / bool_constant bound from a Python bool or int ------------------
+
+TAGS = r"""
+#include <type_traits>
+#include <cuda/std/type_traits>
+template <bool Accumulate, int Unroll>
+__global__ void scale_tagged(float* out, const float* x, float a, int n,
+                             std::bool_constant<Accumulate>,
+                             cuda::std::integral_constant<int, Unroll> unroll) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * Unroll;
+  #pragma unroll
+  for (int k = 0; k < Unroll; ++k) {
+    if (i + k >= n) return;
+    float v = a * x[i + k] + (float)unroll.value * 0.0f;
+    out[i + k] = Accumulate ? out[i + k] + v : v;
+  }
+}
+"""
+
+
+def test_tag_parameters_are_reflected():
+    k = cj.jit(TAGS)
+    assert [p.kind for p in k.params][4:] == ["scalar", "scalar"]
+
+
+@pytest.mark.skipif(not has_cccl(), reason="needs CCCL's cuda/std headers")
+@pytest.mark.parametrize("accumulate, unroll", [(True, 2), (False, 4), (False, -3)])
+def test_tag_values_pick_the_specialization(accumulate, unroll):
+    k = cj.jit(TAGS)
+    c = k.compile(meta(8), meta(8), 2.0, 8, accumulate, unroll, arch=ARCH)
+    value = "true" if accumulate else "false"
+    number = f"({unroll})" if unroll < 0 else str(unroll)
+    assert c.signature == (f"(float32*, const float32*, float, int, std::bool_constant<{value}>, "
+                           f"cuda::std::integral_constant<int, {number}>)")
+    assert c.inspect_types()["cpp_signature"].startswith(
+        f"void scale_tagged<{value}, {unroll}>(")
+    # Another value is another specialization; the same value is the same one.
+    k.compile(meta(8), meta(8), 2.0, 8, not accumulate, unroll, arch=ARCH)
+    k.compile(meta(8), meta(8), 2.0, 8, accumulate, unroll, arch=ARCH)
+    assert len(k.signatures) == 2
+
+
+@pytest.mark.skipif(not has_cccl(), reason="needs CCCL's cuda/std headers")
+def test_tag_with_explicit_template_arguments():
+    k = cj.jit(TAGS, template_args=(True, 2))
+    c = k.compile(meta(8), meta(8), 2.0, 8, True, 2, arch=ARCH)
+    assert "scale_tagged<true, 2>" in c.inspect_types()["cpp_signature"]
+
+
+@pytest.mark.parametrize("value, exc, match", [
+    (1.5, TypeError, r"parameter 'unroll' \(cuda::std::integral_constant<int, Unroll>\) of kernel "
+                     r"'scale_tagged' is a tag and takes a Python "
+                     r"bool or int \(its value picks the specialization\), got float"),
+    (40000, ValueError, r"parameter 'unroll' \(cuda::std::integral_constant<int, Unroll>\) of kernel "
+                     r"'scale_tagged' is a tag; its value must be "
+                        r"in \[-32768, 32767\], got 40000"),
+    (torch.tensor(2), TypeError, r"parameter 'unroll' \(cuda::std::integral_constant<int, Unroll>\) of kernel "
+                     r"'scale_tagged' is a tag and takes "
+                                 r"a Python bool or int .*got a tensor"),
+], ids=["float", "out-of-range", "tensor"])
+def test_tag_rejects(value, exc, match):
+    k = cj.jit(TAGS)
+    with pytest.raises(exc, match=match):
+        k.compile(meta(8), meta(8), 2.0, 8, True, value, arch=ARCH)
+
+
+def test_bytes_for_a_dependent_struct_name_the_template_parameter():
+    src = ("template <typename T> struct Box { T v; };\n"
+           "template <typename T>\n__global__ void k(T* out, Box<T> b) { out[0] = b.v; }")
+    k = cj.jit(src)
+    with pytest.raises(TypeError, match=r"parameter 'b' \(Box<T>\) of kernel 'k' has type `Box<T>`, "
+                                        r"which depends on template parameter `T`; extension bytes "
+                                        r"cannot decide it"):
+        k.compile(meta(4), bytes(4), arch=ARCH)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_cccl(), reason="needs CCCL's cuda/std headers")
+@pytest.mark.parametrize("path", CALL_PATHS)
+def test_tag_parameters_launch(path):
+    k = cj.jit(TAGS)
+    n = 1001
+    x = random_values((n,), torch.float32, "cuda")
+    base = random_values((n,), torch.float32, "cuda")
+    out = base.clone()
+    call(k[blocks(n, 128 * 2), 128], k, (out, x, 1.5, n, True, 2), path)
+    torch.testing.assert_close(out, base + 1.5 * x)
+    out = poison_(torch.empty(n, device="cuda"))
+    call(k[blocks(n, 128 * 4), 128], k, (out, x, 1.5, n, False, 4), path)
+    torch.testing.assert_close(out, 1.5 * x)
+
+
 # -- part 5: the first NVRTC error of a failed deduction ------------------------------------------------
 
 def test_failed_deduction_shows_the_first_nvrtc_error_first():
