@@ -3,8 +3,8 @@ run: torch.add, Triton and CuPy where installed, torch_cudajit's cj::elementwise
 README-style cj::Array kernel (one element per thread), the same through kernel.forall, and a
 raw-pointer grid-stride kernel; fp32, bf16 and fp16; sizes 2^16 to 2^28.
 
-Floor: bytes moved / HBM bandwidth. The H200's device-to-device copy moves about 4.3 TB/s
-(the device notes); torch.add is the practical ceiling of this run.
+Floor: bytes moved / HBM bandwidth (the H200's HBM3e: 4.8 TB/s nominal, less in practice);
+torch.add, measured in the same run, is the practical ceiling.
 Targets: helper >= 0.97x torch.add at 2^24 and above; README kernel through forall >= 0.9x.
 
 Timing: CUDA events around a loop of launches, after a warm-up, median of many repeats.

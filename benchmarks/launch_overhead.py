@@ -2,7 +2,7 @@
 from Python, against a native torch op and the peers installed (CuPy RawKernel, Triton,
 numba-cuda, torch.cuda._compile_kernel), all in one run.
 
-Floor: the plain C++ <<<>>> launch loop, about 3.1-3.4 us on the H200 machine (shared/NOTES.md).
+Floor: the plain C++ <<<>>> launch loop (examples/deploy --bench measures it; see RESULTS.md).
 Target: torch_cudajit <= 0.8x the native torch op (x.add_(1)) of the same run.
 
 Run: python benchmarks/launch_overhead.py [--markdown]"""

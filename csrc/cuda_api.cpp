@@ -151,13 +151,15 @@ DriverState load_driver() {
     }
     return false;
   };
-#define CJ_LOAD_DRIVER(name)                                                               \
-  if (!resolve(#name, reinterpret_cast<void**>(&s.api.name))) {                          \
-    s.error = "the CUDA driver has no entry point " #name "; update the driver";          \
-    return s;                                                                             \
-  }
+  // An entry point this driver lacks stays null: only a call of it fails (CJ_CHECK says which),
+  // so a driver older than some feature still runs everything else.
+#define CJ_LOAD_DRIVER(name) resolve(#name, reinterpret_cast<void**>(&s.api.name));
   CJ_DRIVER_FUNCTIONS(CJ_LOAD_DRIVER)
 #undef CJ_LOAD_DRIVER
+  if (s.api.cuInit == nullptr || s.api.cuGetErrorName == nullptr) {
+    s.error = "the CUDA driver has no cuInit or cuGetErrorName entry point; update the driver";
+    return s;
+  }
   CUresult r = s.api.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char* name = "?";
@@ -197,6 +199,13 @@ const DriverApi& driver() {
 }
 
 bool driver_available() { return driver_state().error.empty(); }
+
+void throw_missing_entry_point(const char* name) {
+  int version = 0;
+  driver().cuDriverGetVersion(&version);
+  TORCH_CHECK(false, "torch_cudajit: the CUDA driver (", version / 1000, ".", version % 1000 / 10,
+              ") has no entry point ", name, ", which this feature needs; update the driver.");
+}
 
 namespace {
 std::string real_path(const std::string& p) {

@@ -126,6 +126,8 @@ int nvrtc_version();
 std::vector<int> nvrtc_supported_archs();
 
 [[noreturn]] void throw_api_error(const char* api, CUresult result, const char* file, int line);
+/// A driver entry point the loaded driver does not have was called.
+[[noreturn]] void throw_missing_entry_point(const char* name);
 [[noreturn]] void throw_api_error(const char* api, nvrtcResult result, const char* file, int line);
 [[noreturn]] void throw_api_error(const char* api, nvJitLinkResult result, const char* file, int line);
 
@@ -144,9 +146,13 @@ namespace api {
 #define CJ_FORWARD_NVRTC(name) \
   template <class... A>        \
   inline auto name(A&&... a) { return ::torch_cudajit::detail::nvrtc().name(std::forward<A>(a)...); }
-#define CJ_FORWARD_DRIVER(name) \
-  template <class... A>         \
-  inline auto name(A&&... a) { return ::torch_cudajit::detail::driver().name(std::forward<A>(a)...); }
+#define CJ_FORWARD_DRIVER(name)                                                          \
+  template <class... A>                                                                  \
+  inline auto name(A&&... a) {                                                           \
+    const auto& d = ::torch_cudajit::detail::driver();                                   \
+    if (d.name == nullptr) ::torch_cudajit::detail::throw_missing_entry_point(#name);     \
+    return d.name(std::forward<A>(a)...);                                                \
+  }
 #define CJ_FORWARD_LINK(name) \
   template <class... A>       \
   inline auto name(A&&... a) { return ::torch_cudajit::detail::nvjitlink().name(std::forward<A>(a)...); }

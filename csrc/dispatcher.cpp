@@ -193,23 +193,25 @@ LoadedKernel& Specialization::loaded() {
                       "cuobjdump -symbols lists them).");
     loaded_ = std::make_shared<LoadedKernel>(library, lowered_name);
     // The driver's view of the parameter list must match the plugin's packing.
-    if (prebuilt) {
+    // (A driver before CUDA 12.4 cannot tell: then nothing is checked.)
+    const auto image = prebuilt ? loaded_->driver_param_sizes(slots.size() + 1) : std::nullopt;
+    if (image) {
       // One more than declared: an image kernel with more parameters is a mismatch too.
-      const std::vector<size_t> image = loaded_->driver_param_sizes(slots.size() + 1);
       std::string declared, found;
       for (const auto& slot : slots) declared += (declared.empty() ? "" : ", ") + std::to_string(slot.size);
-      for (size_t size : image) found += (found.empty() ? "" : ", ") + std::to_string(size);
+      for (size_t size : *image) found += (found.empty() ? "" : ", ") + std::to_string(size);
       TORCH_CHECK_VALUE(declared == found, "torch_cudajit: the declaration of prebuilt kernel '",
                         lowered_name, "' does not match the image: its parameters take (", declared,
                         ") bytes as declared, but (", found, ") bytes in the image. Pass the "
                         "declaration the image was compiled from.");
     }
-    std::vector<size_t> sizes = loaded_->driver_param_sizes(slots.size());
-    TORCH_INTERNAL_ASSERT(sizes.size() == slots.size(), lowered_name, " has ", sizes.size(),
-                          " parameter(s) for the driver, ", slots.size(), " packed");
-    for (size_t i = 0; i < sizes.size(); ++i)
-        TORCH_INTERNAL_ASSERT(sizes[i] == slots[i].size, "parameter ", i, " of ", lowered_name,
-                              ": driver size ", sizes[i], " != packed size ", slots[i].size);
+    if (const auto sizes = loaded_->driver_param_sizes(slots.size())) {
+      TORCH_INTERNAL_ASSERT(sizes->size() == slots.size(), lowered_name, " has ", sizes->size(),
+                            " parameter(s) for the driver, ", slots.size(), " packed");
+      for (size_t i = 0; i < sizes->size(); ++i)
+        TORCH_INTERNAL_ASSERT((*sizes)[i] == slots[i].size, "parameter ", i, " of ", lowered_name,
+                              ": driver size ", (*sizes)[i], " != packed size ", slots[i].size);
+    }
   });
   return *loaded_;
 }

@@ -140,7 +140,8 @@ std::pair<int, int> LoadedKernel::forall_block(int device) {
   return {s.forall_block, s.forall_blocks_per_sm};
 }
 
-std::vector<size_t> LoadedKernel::driver_param_sizes(size_t count) const {
+std::optional<std::vector<size_t>> LoadedKernel::driver_param_sizes(size_t count) const {
+  if (detail::driver().cuFuncGetParamInfo == nullptr) return std::nullopt;  // before CUDA 12.4
   CUfunction f;
   CJ_CHECK(cuKernelGetFunction, &f, kernel_);
   std::vector<size_t> sizes;

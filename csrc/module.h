@@ -10,6 +10,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -81,7 +82,7 @@ class LoadedKernel {
   std::pair<int, int> forall_block(int device);
   /// The sizes of the first `count` parameters as the driver sees them (fewer when the kernel
   /// has fewer).
-  std::vector<size_t> driver_param_sizes(size_t count) const;
+  std::optional<std::vector<size_t>> driver_param_sizes(size_t count) const;
   /// A function attribute (CU_FUNC_ATTRIBUTE_*) on a device.
   int attribute(CUfunction_attribute attr, int device) const;
   /// Sets a settable attribute (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

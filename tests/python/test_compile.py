@@ -66,9 +66,13 @@ def test_reflection(source, name, is_template, expected):
     assert k.is_template is is_template
     got = [(p.name, p.kind, p.is_const, p.element, p.rank) for p in k.params]
     assert got == expected
-    for p in k.params:
-        assert isinstance(p, tcj.Parameter)
-        assert p.writable == (p.kind in ("array", "pointer", "auto") and not p.is_const)
+    assert all(isinstance(p, tcj.Parameter) for p in k.params)
+
+
+def test_writable_parameters():
+    k = tcj.jit("__global__ void k(float* a, const float* b, cj::Array<float, 1> c, "
+                "cj::Array<const float, 1> d, int n, auto e) {}", std="c++20")
+    assert [p.writable for p in k.params] == [True, False, True, False, False, True]
 
 
 def test_reflection_types_are_normalized():
