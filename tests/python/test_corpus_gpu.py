@@ -535,6 +535,14 @@ def _rms_norm_stats(dev):
                   expected={0: expected}, tol={0: F32}, outputs=(0,))
 
 
+@case("tag_unroll")
+def _tag_unroll(dev):
+    n, a, unroll = 1000, 1.5, 4  # the tag's value (4) selects axpy_unrolled<4>
+    x = rand(n, dev)
+    return Launch([empty(n, dev), x, a, n, unroll], blocks(n, 64 * unroll), 64,
+                  expected={0: d64(x) * a}, tol={0: F32}, outputs=(0,))
+
+
 @case("vector_pointers")
 def _float4(dev):
     n4, scale, shift = 250, 1.5, -0.25
