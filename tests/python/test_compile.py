@@ -386,6 +386,15 @@ def test_explicit_template_type_that_contradicts_the_tensors(arch):
     assert "saxpy(Array<float32, 1, contiguous>" in str(info.value)
 
 
+@pytest.mark.parametrize("dtype, cpp", [(torch.uint16, "unsigned short"), (torch.uint32, "unsigned int"),
+                                        (torch.uint64, "unsigned long")])
+def test_unsigned_dtypes_as_template_args(dtype, cpp, arch):
+    k = tcj.jit("template <typename T>\n__global__ void fill(cj::Array<T, 1> out, T v) { out[0] = v; }",
+                template_args=(dtype,))
+    c = k.compile(torch.empty(4, dtype=dtype), 7, arch=arch)
+    assert c.inspect_types()["cpp_signature"].startswith(f"void fill<{cpp}")
+
+
 @pytest.mark.parametrize("template_args, match", [
     pytest.param((1.5,), "template_args entries must be", id="float"),
     pytest.param((object(),), "template_args entries must be", id="object"),
