@@ -7,12 +7,12 @@
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -425,28 +425,29 @@ bool preamble_rejected(CXTranslationUnit tu) {
 // header: each source then parses only its own text.
 struct Preambles {
   std::mutex mutex;
-  std::string folder;                        // this process's, removed at exit
-  pid_t owner = 0;                           // a forked child leaves the folder alone
   std::map<std::string, std::string> files;  // arguments -> PCH path ("" when it failed)
 };
 
 Preambles& preambles() {
-  static Preambles* p = [] {
-    auto* out = new Preambles();
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                          "/torch_cudajit_frontend.XXXXXX";
-    if (mkdtemp(pattern.data()) != nullptr) {
-      out->folder = pattern;
-      out->owner = getpid();
-      std::atexit([] {
-        std::error_code ignored;
-        if (getpid() == preambles().owner) std::filesystem::remove_all(preambles().folder, ignored);
-      });
-    }
-    return out;
-  }();
+  static Preambles* p = new Preambles();  // never destroyed: parses may run during exit
   return *p;
+}
+
+// Saves a PCH and keeps it only as an open descriptor, named /proc/self/fd/N: nothing is left
+// on disk however the process ends (a crash, os._exit in a worker), and forked children
+// inherit it. "" when it cannot be saved.
+std::string save_preamble(CXTranslationUnit tu) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string folder = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                       "/torch_cudajit_frontend.XXXXXX";
+  if (mkdtemp(folder.data()) == nullptr) return "";
+  const std::string file = folder + "/preamble.pch";
+  int fd = -1;
+  if (libclang().clang_saveTranslationUnit(tu, file.c_str(), 0) == 0)
+    fd = open(file.c_str(), O_RDONLY);
+  unlink(file.c_str());
+  rmdir(folder.c_str());
+  return fd < 0 ? "" : "/proc/self/fd/" + std::to_string(fd);
 }
 
 // The PCH of the `-include` arguments in `argv` under the other arguments, made on first use;
@@ -459,16 +460,13 @@ std::string preamble_pch(CXIndex index, const std::vector<std::string>& argv) {
   auto it = p.files.find(key);
   if (it != p.files.end()) return it->second;
   std::string path;
-  if (!p.folder.empty()) {
-    const std::string candidate = p.folder + "/" + std::to_string(p.files.size()) + ".pch";
-    CXTranslationUnit tu =
-        parse(index, "/torch_cudajit/preamble.cu", "", argv,
-              kParseIncomplete | kParseForSerialization | kParseSkipFunctionBodies);
-    if (tu != nullptr) {
-      // Refused when the preamble has errors: then every source is parsed whole.
-      if (libclang().clang_saveTranslationUnit(tu, candidate.c_str(), 0) == 0) path = candidate;
-      libclang().clang_disposeTranslationUnit(tu);
-    }
+  CXTranslationUnit tu =
+      parse(index, "/torch_cudajit/preamble.cu", "", argv,
+            kParseIncomplete | kParseForSerialization | kParseSkipFunctionBodies);
+  if (tu != nullptr) {
+    // Refused when the preamble has errors: then every source is parsed whole.
+    path = save_preamble(tu);
+    libclang().clang_disposeTranslationUnit(tu);
   }
   p.files[key] = path;
   return path;
