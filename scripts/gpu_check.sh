@@ -10,7 +10,8 @@
 #   sanitizer  compute-sanitizer memcheck over test_launch.py, racecheck and synccheck over the
 #          launch and reliability tests
 #   bandwidth  benchmarks/bandwidth.py --quick with its plot
-#   smoke | pytest | ctest | bench | cache | ops   one part
+#   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
+#          test_deploy.py runs)
 # PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), CTEST_ARGS ctest ones
 # (e.g. "-R Gpu|Ops").
 set -uo pipefail
@@ -35,7 +36,7 @@ export TORCH_CUDAJIT_LIBCLANG
 TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 echo "== build (extension, and where needed the CMake tree with the C++ tests and the deploy program, in parallel)"
 (MAX_JOBS=10 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1; echo "ext rc $?" >> "$OUT/build.log") &
-if wants all tests ctest final bench ops; then
+if wants all tests pytest ctest final bench ops; then
   (cmake -S . -B build/cmake-gpu -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 &&
    ninja -C build/cmake-gpu -j6 >> "$OUT/cmake.log" 2>&1; echo "cmake rc $?" >> "$OUT/cmake.log") &
 fi
