@@ -107,6 +107,8 @@ struct LibclangApi {
 
 namespace {
 
+std::atomic<uint64_t> g_parses{0};  // sources parsed (frontend_parse_count)
+
 std::mutex& path_mutex() {
   static std::mutex m;
   return m;
@@ -373,12 +375,6 @@ void set_libclang_path(const std::string& path) {
   detail::configured_path() = path;
 }
 
-namespace detail {
-namespace {
-std::atomic<uint64_t> g_parses{0};
-}  // namespace
-}  // namespace detail
-
 uint64_t frontend_parse_count() { return detail::g_parses.load(); }
 
 std::string libclang_version() {
@@ -425,7 +421,7 @@ bool preamble_rejected(CXTranslationUnit tu) {
 // header: each source then parses only its own text.
 struct Preambles {
   std::mutex mutex;
-  std::map<std::string, std::string> files;  // arguments -> PCH path ("" when it failed)
+  std::map<std::string, int> fds;  // arguments -> descriptor of their PCH (-1 when it failed)
 };
 
 Preambles& preambles() {
@@ -433,51 +429,58 @@ Preambles& preambles() {
   return *p;
 }
 
-// Saves a PCH and keeps it only as an open descriptor, named /proc/self/fd/N: nothing is left
+std::string preamble_key(const std::vector<std::string>& argv) {
+  std::string key;
+  for (const auto& a : argv) key += a + '\0';
+  return key;
+}
+
+// Saves a PCH and keeps it only as an open descriptor, read as /proc/self/fd/N: nothing is left
 // on disk however the process ends (a crash, os._exit in a worker), and forked children
-// inherit it. "" when it cannot be saved.
-std::string save_preamble(CXTranslationUnit tu) {
+// inherit it. -1 when it cannot be saved.
+int save_preamble(CXTranslationUnit tu) {
   const char* tmp = std::getenv("TMPDIR");
   std::string folder = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
                        "/torch_cudajit_frontend.XXXXXX";
-  if (mkdtemp(folder.data()) == nullptr) return "";
+  if (mkdtemp(folder.data()) == nullptr) return -1;
   const std::string file = folder + "/preamble.pch";
   int fd = -1;
   if (libclang().clang_saveTranslationUnit(tu, file.c_str(), 0) == 0)
     fd = open(file.c_str(), O_RDONLY);
   unlink(file.c_str());
   rmdir(folder.c_str());
-  return fd < 0 ? "" : "/proc/self/fd/" + std::to_string(fd);
+  return fd;
 }
 
 // The PCH of the `-include` arguments in `argv` under the other arguments, made on first use;
 // "" when it cannot be made (the caller then parses everything each time).
 std::string preamble_pch(CXIndex index, const std::vector<std::string>& argv) {
   Preambles& p = preambles();
-  std::string key;
-  for (const auto& a : argv) key += a + '\0';
+  const std::string key = preamble_key(argv);
   std::lock_guard<std::mutex> lock(p.mutex);
-  auto it = p.files.find(key);
-  if (it != p.files.end()) return it->second;
-  std::string path;
-  CXTranslationUnit tu =
-      parse(index, "/torch_cudajit/preamble.cu", "", argv,
-            kParseIncomplete | kParseForSerialization | kParseSkipFunctionBodies);
-  if (tu != nullptr) {
-    // Refused when the preamble has errors: then every source is parsed whole.
-    path = save_preamble(tu);
-    libclang().clang_disposeTranslationUnit(tu);
+  auto it = p.fds.find(key);
+  if (it == p.fds.end()) {
+    int fd = -1;
+    CXTranslationUnit tu =
+        parse(index, "/torch_cudajit/preamble.cu", "", argv,
+              kParseIncomplete | kParseForSerialization | kParseSkipFunctionBodies);
+    if (tu != nullptr) {
+      // Refused when the preamble has errors: then every source is parsed whole.
+      fd = save_preamble(tu);
+      libclang().clang_disposeTranslationUnit(tu);
+    }
+    it = p.fds.emplace(key, fd).first;
   }
-  p.files[key] = path;
-  return path;
+  return it->second < 0 ? "" : "/proc/self/fd/" + std::to_string(it->second);
 }
 
+// Drops a PCH that Clang refused to load; its arguments are parsed whole from now on.
 void forget_preamble(const std::vector<std::string>& argv) {
   Preambles& p = preambles();
-  std::string key;
-  for (const auto& a : argv) key += a + '\0';
   std::lock_guard<std::mutex> lock(p.mutex);
-  p.files[key] = "";
+  int& fd = p.fds[preamble_key(argv)];
+  if (fd >= 0) close(fd);
+  fd = -1;
 }
 
 }  // namespace

@@ -297,7 +297,8 @@ Program::Program(std::string source, std::string filename, const std::vector<std
                     "); NVRTC would read it only up to there. Remove the NUL byte (a source read "
                     "in binary mode, or a C string buffer passed whole?).");
   kernels_ = reflect_kernels(source_, frontend_args(options, std), filename_);
-  finish();
+  rewritten_ = rewrite_layouts(source_, kernels_);
+  digest_ = source_digest(filename_, source_);
 }
 
 std::shared_ptr<const Program> Program::from_reflection(std::string source, std::string filename,
@@ -305,7 +306,7 @@ std::shared_ptr<const Program> Program::from_reflection(std::string source, std:
   std::shared_ptr<Program> p(new Program());
   p->source_ = std::move(source);
   p->filename_ = std::move(filename);
-  p->finish();
+  p->digest_ = source_digest(p->filename_, p->source_);
   const size_t n = p->digest_.size();
   TORCH_CHECK_VALUE(reflection.compare(0, n, p->digest_) == 0, "torch_cudajit: the serialized "
                     "reflection given for '", p->filename_, "' was read from another source (its "
@@ -316,11 +317,10 @@ std::shared_ptr<const Program> Program::from_reflection(std::string source, std:
   return p;
 }
 
-void Program::finish() {
-  rewritten_ = rewrite_layouts(source_, kernels_);
+std::string Program::source_digest(const std::string& filename, const std::string& source) {
   Sha256 h;
-  h.field(filename_).field(source_);
-  digest_ = h.hex_digest();
+  h.field(filename).field(source);
+  return h.hex_digest();
 }
 
 namespace {

@@ -127,8 +127,8 @@ class Program {
   std::string kernel_region(const std::string& kernel_name) const;
 
   Program() = default;
-  /// Applies the layout rewrite and hashes the source; the kernels are known.
-  void finish();
+  /// SHA-256 (hex) over a file name and a source: what digest() holds.
+  static std::string source_digest(const std::string& filename, const std::string& source);
 
   std::string source_, filename_, rewritten_, digest_;
   std::vector<KernelDecl> kernels_;

@@ -516,6 +516,15 @@ class Reader {
   }
   size_t number() { return std::stoull(text()); }
   bool flag() { return text() == "1"; }
+  /// An enumerator from 0 to `last`; `what` names the field in the error.
+  template <class E>
+  E enumerator(E last, const char* what) {
+    const size_t v = number();
+    TORCH_CHECK_VALUE(v <= static_cast<size_t>(last), "torch_cudajit: a kernel's serialized "
+                      "reflection has ", what, " ", v, ", expected 0 to ",
+                      static_cast<size_t>(last), "; pickle or script the kernel again.");
+    return static_cast<E>(v);
+  }
   bool done() const { return pos_ == in_.size(); }
 
  private:
@@ -567,19 +576,11 @@ std::vector<KernelDecl> deserialize_kernels(const std::string& bytes) {
     for (auto& p : k.params) {
       p.name = r.text();
       p.type = r.text();
-      const size_t kind = r.number();
-      TORCH_CHECK_VALUE(kind <= static_cast<size_t>(ParamKind::kAuto), "torch_cudajit: a "
-                        "kernel's serialized reflection has parameter kind ", kind,
-                        ", expected 0 to 3; pickle or script the kernel again.");
-      p.kind = static_cast<ParamKind>(kind);
+      p.kind = r.enumerator(ParamKind::kAuto, "parameter kind");
       p.is_const = r.flag();
       p.element = r.text();
       p.rank = r.text();
-      const size_t layout = r.number();
-      TORCH_CHECK_VALUE(layout <= static_cast<size_t>(LayoutMode::kOpaque), "torch_cudajit: a "
-                        "kernel's serialized reflection has layout mode ", layout,
-                        ", expected 0 to 3; pickle or script the kernel again.");
-      p.layout = static_cast<LayoutMode>(layout);
+      p.layout = r.enumerator(LayoutMode::kOpaque, "layout mode");
       p.rewritten_type = r.text();
       p.named = r.flag();
       p.element_dependent = r.flag();

@@ -764,6 +764,18 @@ class Kernel(_Launch):
         return f"<torch_cudajit.Kernel {self._name}({params})>"
 
 
+def _compiled_attribute(name: str, settable: bool = False) -> property:
+    """A property forwarding to the same attribute of ``self.compiled`` (a CompiledKernel)."""
+    def get(self):
+        return getattr(self.compiled, name)
+
+    def set_(self, value):
+        setattr(self.compiled, name, value)
+
+    return property(get, set_ if settable else None,
+                    doc=f"``compiled.{name}``{' (settable)' if settable else ''}.")
+
+
 class SpecializedKernel(_Launch):
     """A kernel fixed to one signature (``Kernel.specialize``): no lookup at launch."""
 
@@ -788,51 +800,19 @@ class SpecializedKernel(_Launch):
     def __reduce__(self):
         return (_rebuild_specialized, (self._kernel, self._fixed.key_bytes))
 
-    @property
-    def regs_per_thread(self) -> int:
-        return self.compiled.regs_per_thread
-
-    @property
-    def shared_mem_per_block(self) -> int:
-        return self.compiled.shared_mem_per_block
-
-    @property
-    def const_mem_size(self) -> int:
-        return self.compiled.const_mem_size
-
-    @property
-    def local_mem_per_thread(self) -> int:
-        return self.compiled.local_mem_per_thread
-
-    @property
-    def max_threads_per_block(self) -> int:
-        return self.compiled.max_threads_per_block
-
-    @property
-    def ptx_version(self) -> int:
-        return self.compiled.ptx_version
-
-    @property
-    def binary_version(self) -> int:
-        return self.compiled.binary_version
-
-    @property
-    def max_dynamic_shared_size_bytes(self) -> int:
-        """Settable; see CompiledKernel.max_dynamic_shared_size_bytes."""
-        return self.compiled.max_dynamic_shared_size_bytes
-
-    @max_dynamic_shared_size_bytes.setter
-    def max_dynamic_shared_size_bytes(self, value: int) -> None:
-        self.compiled.max_dynamic_shared_size_bytes = value
-
-    @property
-    def preferred_shared_memory_carveout(self) -> int:
-        """Settable; see CompiledKernel.preferred_shared_memory_carveout."""
-        return self.compiled.preferred_shared_memory_carveout
-
-    @preferred_shared_memory_carveout.setter
-    def preferred_shared_memory_carveout(self, value: int) -> None:
-        self.compiled.preferred_shared_memory_carveout = value
+    # The compiled specialization's resources and attributes, read (and, for the two
+    # settable ones, written) through it.
+    regs_per_thread = _compiled_attribute("regs_per_thread")
+    shared_mem_per_block = _compiled_attribute("shared_mem_per_block")
+    const_mem_size = _compiled_attribute("const_mem_size")
+    local_mem_per_thread = _compiled_attribute("local_mem_per_thread")
+    max_threads_per_block = _compiled_attribute("max_threads_per_block")
+    ptx_version = _compiled_attribute("ptx_version")
+    binary_version = _compiled_attribute("binary_version")
+    max_dynamic_shared_size_bytes = _compiled_attribute("max_dynamic_shared_size_bytes",
+                                                        settable=True)
+    preferred_shared_memory_carveout = _compiled_attribute("preferred_shared_memory_carveout",
+                                                           settable=True)
 
     def __repr__(self):
         return f"<torch_cudajit.SpecializedKernel {self.name}{self.signature}>"
