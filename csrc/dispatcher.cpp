@@ -810,9 +810,20 @@ std::pair<int, int64_t> Dispatcher::forall_config(Specialization& spec, int devi
   return {block, grid_strides_ ? wave : 0};
 }
 
+LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchConfig cfg) {
+  const auto [block, wave] = forall_config(spec, device);
+  int64_t grid = (cfg.forall_tasks + block - 1) / block;
+  if (wave > 0) grid = std::min(grid, wave);
+  cfg.grid = {grid, 1, 1};
+  cfg.block = {block, 1, 1};
+  cfg.forall_tasks = 0;
+  return cfg;
+}
+
 void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int device,
                         const LaunchConfig& cfg) {
   TORCH_INTERNAL_ASSERT(n == spec.slots.size(), "argument count changed after keying");
+  TORCH_INTERNAL_ASSERT(cfg.forall_tasks == 0, "a forall configuration reached launch(spec)");
   DeviceScope scope(device);
 
   LoadedKernel& kernel = spec.loaded();
@@ -844,7 +855,7 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
   TORCH_CHECK_VALUE(cfg.shared_mem >= 0, "torch_cudajit: shared memory size must be >= 0, got ",
                     cfg.shared_mem);
 
-  const bool track_writes = cfg.track_writes && spec.writes_tensors;
+  const bool track_writes = spec.writes_tensors;
   if (track_writes && c10::GradMode::is_enabled()) {
     for (size_t i = 0; i < n; ++i)
       if (spec.slots[i].written)
@@ -1148,6 +1159,7 @@ void Dispatcher::launch(const Arg* args, size_t n, const LaunchConfig& cfg) {
   int device = 0;
   SpecKey key = make_key(args, n, &device);
   std::shared_ptr<Specialization> spec = get(key);
+  if (cfg.forall_tasks > 0) return launch(*spec, args, n, device, forall_launch(*spec, device, cfg));
   launch(*spec, args, n, device, cfg);
 }
 

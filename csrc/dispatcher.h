@@ -49,10 +49,10 @@ struct LaunchConfig {
   int64_t shared_mem = 0;
   bool has_stream = false;  ///< false: the current torch stream of the tensors' device
   CUstream stream = nullptr;
-  /// Autograd bookkeeping of written tensors (non-const parameters): refuse one that requires
-  /// grad while grad mode is on, and bump each one's version counter after the launch. The op
-  /// path turns it off: its Autograd kernel does the same work there.
-  bool track_writes = true;
+  /// When > 0, a forall launch over this many tasks: the block size comes from the occupancy
+  /// API and the grid covers the tasks (at most one wave of resident blocks for a kernel that
+  /// loops over the grid); grid and block above are ignored.
+  int64_t forall_tasks = 0;
 };
 
 /// Options fixed when a kernel is created.
@@ -194,13 +194,21 @@ class Dispatcher {
 
   /// Launches a specialization with arguments whose key equals spec.key.
   void launch(Specialization& spec, const Arg* args, size_t n, int device, const LaunchConfig& cfg);
-  /// make_key + get + launch.
+  /// make_key + get + launch; resolves a forall configuration (cfg.forall_tasks).
+  ///
+  /// Every launch path (Python, the cudajit op, the C++ API) ends in launch(spec, ...), which
+  /// keeps autograd's rules for written tensors (non-const parameters) in one place: a write
+  /// into a tensor that requires grad is refused while grad mode is on, and each written
+  /// tensor's version counter is bumped after the launch, as torch's in-place ops do (in
+  /// inference mode too; inference tensors have no counter).
   void launch(const Arg* args, size_t n, const LaunchConfig& cfg);
   /// Block size chosen by the occupancy API for 1-D launches of a specialization.
   /// forall(n)'s launch: the block size, and the most blocks worth launching (one full wave of
   /// resident blocks) when the kernel loops over its work with a grid stride, else 0 (the grid
   /// must then cover every task).
   std::pair<int, int64_t> forall_config(Specialization& spec, int device);
+  /// The grid and block of a forall launch of `tasks` tasks (cfg with those filled in).
+  LaunchConfig forall_launch(Specialization& spec, int device, LaunchConfig cfg);
   /// True when the kernel's own text calls cj::for_each or cj::elementwise, which loop over the
   /// grid, so that any grid covers its work.
   bool grid_strides() const { return grid_strides_; }

@@ -36,8 +36,15 @@ class FakeKernel:
 
 @torch.library.register_fake("cudajit::launch")
 def _launch_fake(k, out0, out1, out2, out3, more_outputs, inputs, scalars, grid, block,
-                 shared_mem=0):
-    if not 1 <= len(grid) <= 3 or not 1 <= len(block) <= 3:
+                 shared_mem=0, scalar_tensors=None):
+    if list(block) == [0]:  # a forall launch: grid is [ntasks]
+        if len(grid) != 1:
+            raise ValueError(f"cudajit::launch: a forall launch (block [0]) takes grid [ntasks], "
+                             f"got {list(grid)}")
+    elif not 1 <= len(grid) <= 3 or not 1 <= len(block) <= 3:
         raise ValueError(f"cudajit::launch: grid and block need 1 to 3 entries, got {list(grid)} "
                          f"and {list(block)}")
+    if scalar_tensors and len(scalar_tensors) != len(scalars):
+        raise ValueError(f"cudajit::launch: scalar_tensors has {len(scalar_tensors)} entries; it "
+                         f"must be None or have one per number ({len(scalars)})")
     return None

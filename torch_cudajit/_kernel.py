@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import torch
+from torch.fx.experimental import symbolic_shapes as _symbolic_shapes
 
 from ._args import coerce, stream_handle
 from ._extensions import Extension, Params
@@ -320,6 +321,38 @@ class _Launch:
         args = self._kernel._bind(args, kwargs)
         launcher.launch_normalized(tuple(coerce(a) for a in args))
 
+    # -- the form scripted modules use (the script object has the same two methods) ---------
+    def launch(self, grid, block, tensors, scalars=(), shared_mem: int = 0) -> None:
+        """Launches with the tensor arguments and the number arguments each in parameter order,
+        as a scripted module calls the kernel's script object: ``k.launch(grid, block, [y, x],
+        [a, n])`` is ``k[grid, block, None, shared_mem](y, x, a, n)`` for a kernel ``(y, x, a,
+        n)``. The same forward then runs eager, under torch.compile and in TorchScript."""
+        config = (_as_tuple(grid), _as_tuple(block), None, shared_mem)
+        self[config](*self._interleave(tensors, scalars))
+
+    def launch_forall(self, ntasks: int, tensors, scalars=(), shared_mem: int = 0) -> None:
+        """``forall(ntasks)`` with the arguments given as in ``launch``."""
+        self.forall(ntasks, None, shared_mem)(*self._interleave(tensors, scalars))
+
+    def _interleave(self, tensors, scalars) -> tuple:
+        """Positional arguments from tensors and numbers each in parameter order."""
+        k = self._kernel
+        if not isinstance(tensors, (list, tuple)):
+            raise TypeError(f"kernel '{k.name}': tensors must be a list of the tensor arguments "
+                            f"in parameter order, got {type(tensors).__name__}")
+        if not isinstance(scalars, (list, tuple)):
+            raise TypeError(f"kernel '{k.name}': scalars must be a list of the number arguments "
+                            f"in parameter order, got {type(scalars).__name__}")
+        roles = k._op_roles
+        n_scalars = sum(r == "scalar" for r in roles)
+        if len(tensors) != len(roles) - n_scalars or len(scalars) != n_scalars:
+            params = ", ".join(f"{p.type} {p.name}" for p in k._params)
+            raise TypeError(f"kernel '{k.name}' takes {len(roles) - n_scalars} tensor(s) and "
+                            f"{n_scalars} number(s), in parameter order; got {len(tensors)} "
+                            f"tensor(s) and {len(scalars)} number(s). Its parameters: ({params})")
+        tensor_it, scalar_it = iter(tensors), iter(scalars)
+        return tuple(next(scalar_it) if r == "scalar" else next(tensor_it) for r in roles)
+
     def __call__(self, *args, **kwargs):
         raise TypeError(
             f"kernel '{self.name}' needs a launch configuration: call it as "
@@ -455,6 +488,11 @@ class _Launch:
         return _ForAll(self, ntasks, stream, shared_mem)
 
 
+def _as_tuple(value):
+    """A list grid or block as a tuple, so that the launch configuration can be cached."""
+    return tuple(value) if isinstance(value, list) else value
+
+
 def _dims(value, what: str, kernel: str) -> list:
     if isinstance(value, int) and not isinstance(value, bool):
         return [value, 1, 1]
@@ -485,9 +523,11 @@ class _OpIndexer:
 
 class _OpLauncher:
     """kernel[grid, block] as a call of torch.ops.cudajit.launch: written tensors (non-const
-    parameters) in the output slots, read-only tensors in ``inputs``, numbers in ``scalars``."""
+    parameters) in the output slots, read-only tensors in ``inputs``, numbers in ``scalars``.
+    With ``forall``, the configuration is (ntasks, 0, ...): the op's block [0] asks it to pick
+    the block size when it runs."""
 
-    def __init__(self, kernel: "Kernel", config):
+    def __init__(self, kernel: "Kernel", config, forall: bool = False):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
             raise ValueError(f"kernel '{kernel.name}': the launch configuration must be "
                              f"[grid, block] or [grid, block, stream, shared_mem]; got {config!r}")
@@ -499,8 +539,11 @@ class _OpLauncher:
         if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or shared_mem < 0:
             raise ValueError(f"kernel '{kernel.name}': shared_mem must be an int >= 0, got {shared_mem!r}")
         self._kernel = kernel
-        self._grid = _dims(config[0], "grid", kernel.name)
-        self._block = _dims(config[1], "block", kernel.name)
+        if forall:
+            self._grid, self._block = [config[0]], [0]
+        else:
+            self._grid = _dims(config[0], "grid", kernel.name)
+            self._block = _dims(config[1], "block", kernel.name)
         self._shared_mem = shared_mem
 
     def __call__(self, *args, **kwargs):
@@ -510,7 +553,8 @@ class _OpLauncher:
         roles = k._op_roles
         if len(args) != len(roles):
             raise TypeError(f"kernel '{k.name}' takes {len(roles)} argument(s), got {len(args)}")
-        outs, ins, scalars = [], [], []
+        compiling = torch.compiler.is_compiling()
+        outs, ins, scalars, scalar_tensors = [], [], [], []
         for i, value in enumerate(args):
             role = roles[i]
             if role == "scalar":
@@ -518,7 +562,14 @@ class _OpLauncher:
                     raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
                                     f"number on the op path (torch.compile, TorchScript); got "
                                     f"{type(value).__name__}")
-                scalars.append(value)
+                # A float torch.compile made symbolic (one it saw change) reaches the graph as a
+                # 0-d tensor computed from it, with a placeholder in `scalars`: that keeps it a
+                # graph input, where in `scalars` it would be specialized and each new value (a
+                # learning rate) would recompile. Constants and symbolic ints stay in `scalars`.
+                floating = (compiling and isinstance(value, float)
+                            and not _symbolic_shapes.has_static_value(value))
+                scalars.append(0.0 if floating else value)
+                scalar_tensors.append(torch.zeros((), dtype=torch.float64) + value if floating else None)
             elif not isinstance(value, torch.Tensor):
                 raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
                                 f"tensor; got {type(value).__name__}")
@@ -526,10 +577,12 @@ class _OpLauncher:
                 outs.append(value)
             else:
                 ins.append(value)
+        if not any(t is not None for t in scalar_tensors):
+            scalar_tensors = None
         slots = outs[:4] + [None] * (4 - min(len(outs), 4))
         torch.ops.cudajit.launch.default(k.script_object, slots[0], slots[1], slots[2], slots[3],
                                          outs[4:], ins, scalars, self._grid, self._block,
-                                         self._shared_mem)
+                                         self._shared_mem, scalar_tensors)
 
 
 class _ExtensionLauncher:
@@ -567,6 +620,11 @@ class _ForAll:
 
     def __call__(self, *args, **kwargs):
         k = self._kernel
+        if torch.compiler.is_compiling():
+            # The op picks the block size when it runs (block [0]): the graph holds no device
+            # facts, and tracing calls into no compiler.
+            return _OpLauncher(k._kernel, (self._ntasks, 0, self._stream, self._shared_mem),
+                               forall=True)(*args, **kwargs)
         bound = tuple(coerce(a) for a in k._kernel._bind(args, kwargs))
         block, wave = k._core.forall_config(bound)
         grid = -(-self._ntasks // block)
@@ -579,7 +637,60 @@ class _ForAll:
         launcher(*bound)
 
 
-class Kernel(_Launch):
+class _Scriptable(torch.jit.RecursiveScriptClass):
+    """Lets ``torch.jit.script`` take a Kernel stored on a module. TorchScript types a module
+    attribute through torch.jit's registry of script classes (the Kernel class is registered
+    as torch.classes.cudajit.Kernel), and converts an instance of RecursiveScriptClass to the
+    script object in its ``_c``: here the kernel's own script object, so the scripted module
+    shares its compiled code. The rest of RecursiveScriptClass (forwarding attributes and
+    operators to ``_c``) is turned off: a Kernel behaves as a plain Python object."""
+
+    @property
+    def _c(self):
+        return self._script_object
+
+    def __getattr__(self, name):
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    __setattr__ = object.__setattr__
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __lt__ = object.__lt__
+    __le__ = object.__le__
+    __gt__ = object.__gt__
+    __ge__ = object.__ge__
+    __hash__ = object.__hash__
+    __str__ = object.__str__
+
+    def __bool__(self):
+        return True
+
+    def __getstate__(self):
+        return self.__dict__
+
+
+def _unsupported(name: str):
+    def method(self, *args):
+        raise TypeError(f"'{type(self).__name__}' object does not support {name}")
+    return method
+
+
+def _not_implemented(self, other):
+    return NotImplemented
+
+
+# The operators RecursiveScriptClass forwards to its script object, back to plain behaviour:
+# arithmetic is not implemented (Python then raises its usual TypeError), the rest raises.
+for _name in ("__iter__", "__len__", "__neg__", "__contains__", "__setitem__", "__int__",
+              "__float__", "__enter__", "__exit__"):
+    setattr(_Scriptable, _name, _unsupported(_name))
+for _name in ("__mul__", "__add__", "__sub__", "__pow__", "__truediv__", "__mod__", "__and__",
+              "__or__", "__xor__", "__iadd__"):
+    setattr(_Scriptable, _name, _not_implemented)
+del _name
+
+
+class Kernel(_Launch, _Scriptable):
     """A CUDA C++ __global__ function, compiled and specialized on demand.
 
     Launch it with ``kernel[grid, block](*args)``, ``kernel[grid, block, stream]`` or
@@ -595,6 +706,9 @@ class Kernel(_Launch):
             options["lineinfo"], options["template_args"], options.get("cache", True),
             list(options.get("link", ())), {None: -1, False: 0, True: 1}[options.get("cooperative")])
         self._core = _C.dispatcher_of(self._script_object)
+        # torch.jit.script types a Kernel attribute of a module as the script class (cheap, and
+        # repeated because torch.jit's registry can be cleared).
+        torch.jit._state._script_classes[Kernel] = self._script_object._type()
 
     def _setup(self, program, name: str, options: dict, extensions: Sequence) -> None:
         """What every kernel has besides its dispatcher (_core)."""

@@ -106,10 +106,34 @@ KernelObject::State KernelObject::state_from(const c10::IValue& pickled) {
                f[9].toStringRef(), f[10].toInt(), f.size() == 12 ? f[11].toStringRef() : "");
 }
 
+std::string KernelObject::describe_params() const {
+  std::ostringstream os;
+  const auto& params = dispatcher_->decl().params;
+  for (size_t i = 0; i < params.size(); ++i)
+    os << "\n  " << params[i].type << " " << params[i].name << " ("
+       << (roles_[i] == OpRole::kOutput  ? "output: written"
+           : roles_[i] == OpRole::kInput ? "input: const, read only"
+                                         : "number")
+       << ")";
+  return os.str();
+}
+
+namespace {
+
+// The number a 0-d CPU tensor of scalar_tensors holds.
+c10::Scalar scalar_of(const at::Tensor& t, size_t j, const std::string& kernel) {
+  TORCH_CHECK_VALUE(t.dim() == 0 && t.device().is_cpu(), "torch_cudajit: cudajit::launch of "
+                    "kernel '", kernel, "': scalar_tensors[", j, "] must be a 0-d CPU tensor, got "
+                    "shape ", t.sizes(), " on ", t.device(), "; pass the number in scalars instead.");
+  return t.item();
+}
+
+}  // namespace
+
 void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,
                           at::TensorList inputs, c10::ArrayRef<c10::Scalar> scalars,
-                          c10::IntArrayRef grid, c10::IntArrayRef block, int64_t shared_mem) {
-  const auto& params = dispatcher_->decl().params;
+                          c10::IntArrayRef grid, c10::IntArrayRef block, int64_t shared_mem,
+                          const ScalarTensors& scalar_tensors) {
   Arg args[kMaxParams];
   // Outputs fill the slots in order; a gap (None before a tensor) would shift parameters.
   size_t n_slots = 0;
@@ -128,19 +152,15 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
     else ++n_scalar;
   }
   const size_t got_out = n_slots + more_outputs.size();
-  if (got_out != n_out || inputs.size() != n_in || scalars.size() != n_scalar) {
-    std::ostringstream os;
-    os << "torch_cudajit: cudajit::launch of kernel '" << name_ << "' got " << got_out
-       << " output tensor(s), " << inputs.size() << " input tensor(s) and " << scalars.size()
-       << " scalar(s); the kernel takes " << n_out << ", " << n_in << " and " << n_scalar
-       << ". Its parameters:";
-    for (size_t i = 0; i < params.size(); ++i)
-      os << "\n  " << params[i].type << " " << params[i].name << " ("
-         << (roles_[i] == OpRole::kOutput ? "output: written"
-             : roles_[i] == OpRole::kInput ? "input: const, read only" : "scalar")
-         << ")";
-    TORCH_CHECK_VALUE(false, os.str());
-  }
+  TORCH_CHECK_VALUE(got_out == n_out && inputs.size() == n_in && scalars.size() == n_scalar,
+                    "torch_cudajit: cudajit::launch of kernel '", name_, "' got ", got_out,
+                    " output tensor(s), ", inputs.size(), " input tensor(s) and ", scalars.size(),
+                    " number(s); the kernel takes ", n_out, ", ", n_in, " and ", n_scalar,
+                    ". Its parameters:", describe_params());
+  TORCH_CHECK_VALUE(!scalar_tensors || scalar_tensors->size() == scalars.size(),
+                    "torch_cudajit: cudajit::launch of kernel '", name_, "': scalar_tensors has ",
+                    scalar_tensors ? scalar_tensors->size() : 0, " entries; it must be None or "
+                    "have one per number (", scalars.size(), ").");
   size_t o = 0, in = 0, sc = 0;
   for (size_t i = 0; i < roles_.size(); ++i) {
     switch (roles_[i]) {
@@ -155,17 +175,52 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
         args[i].kind = ArgKind::kTensor;
         args[i].tensor = &inputs[in++];
         break;
-      case OpRole::kScalar:
-        args[i] = scalar_arg(scalars[sc++]);
+      case OpRole::kScalar: {
+        const size_t j = sc++;
+        const std::optional<at::Tensor> t = scalar_tensors ? scalar_tensors->get(j) : std::nullopt;
+        args[i] = scalar_arg(t ? scalar_of(*t, j, name_) : scalars[j]);
         break;
+      }
     }
   }
   LaunchConfig cfg;
-  cfg.grid = dims3(grid, "grid", name_);
-  cfg.block = dims3(block, "block", name_);
+  if (block.size() == 1 && block[0] == 0) {
+    TORCH_CHECK_VALUE(grid.size() == 1 && grid[0] >= 1, "torch_cudajit: a forall launch of "
+                      "kernel '", name_, "' (block [0]) takes grid [ntasks] with ntasks >= 1, "
+                      "got ", grid, ".");
+    cfg.forall_tasks = grid[0];
+  } else {
+    cfg.grid = dims3(grid, "grid", name_);
+    cfg.block = dims3(block, "block", name_);
+  }
   cfg.shared_mem = shared_mem;
-  cfg.track_writes = false;  // the op's Autograd kernel does it
   dispatcher_->launch(args, roles_.size(), cfg);
+}
+
+void launch_through_op(const c10::intrusive_ptr<KernelObject>& kernel, c10::IntArrayRef grid,
+                       c10::IntArrayRef block, at::TensorList tensors,
+                       c10::ArrayRef<c10::Scalar> scalars, int64_t shared_mem) {
+  const auto& roles = kernel->roles();
+  size_t n_tensors = 0;
+  for (OpRole r : roles) n_tensors += r != OpRole::kScalar;
+  TORCH_CHECK_VALUE(tensors.size() == n_tensors && scalars.size() == roles.size() - n_tensors,
+                    "torch_cudajit: kernel '", kernel->name(), "' takes ", n_tensors,
+                    " tensor(s) and ", roles.size() - n_tensors, " number(s), in parameter "
+                    "order; got ", tensors.size(), " tensor(s) and ", scalars.size(),
+                    " number(s). Its parameters:", kernel->describe_params());
+  std::optional<at::Tensor> slots[kOpOutputSlots];
+  std::vector<at::Tensor> more, inputs;
+  size_t n_out = 0, t = 0;
+  for (OpRole r : roles) {
+    if (r == OpRole::kScalar) continue;
+    const at::Tensor& x = tensors[t++];
+    if (r == OpRole::kInput) inputs.push_back(x);
+    else if (n_out < kOpOutputSlots) slots[n_out++] = x;
+    else more.push_back(x);
+  }
+  launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], more, inputs, scalars,
+                   c10::fromIntArrayRefSlow(grid), c10::fromIntArrayRefSlow(block),
+                   c10::SymInt(shared_mem), ScalarTensors());
 }
 
 void ensure_kernel_class() {
@@ -181,6 +236,24 @@ void ensure_kernel_class() {
         .def("__eq__", [](const KernelPtr& a, const KernelPtr& b) {
           return a->fingerprint() == b->fingerprint();
         })
+        // TorchScript's short form of a launch: tensors and numbers each in parameter order.
+        .def("launch",
+             [](const KernelPtr& k, std::vector<int64_t> grid, std::vector<int64_t> block,
+                std::vector<at::Tensor> tensors, std::vector<c10::Scalar> scalars,
+                int64_t shared_mem) {
+               launch_through_op(k, grid, block, tensors, scalars, shared_mem);
+             },
+             "", {torch::arg("grid"), torch::arg("block"), torch::arg("tensors"),
+                  torch::arg("scalars") = std::vector<c10::Scalar>{},
+                  torch::arg("shared_mem") = 0})
+        .def("launch_forall",
+             [](const KernelPtr& k, int64_t ntasks, std::vector<at::Tensor> tensors,
+                std::vector<c10::Scalar> scalars, int64_t shared_mem) {
+               launch_through_op(k, {ntasks}, {0}, tensors, scalars, shared_mem);
+             },
+             "", {torch::arg("ntasks"), torch::arg("tensors"),
+                  torch::arg("scalars") = std::vector<c10::Scalar>{},
+                  torch::arg("shared_mem") = 0})
         // torch.compile guards on this on every call: keep it small (no source text). The
         // keys are the attributes of the Python FakeKernel (torch_cudajit/_fake.py).
         .def("__obj_flatten__",

@@ -25,6 +25,10 @@ enum class OpRole : uint8_t { kOutput, kInput, kScalar };
 /// The cudajit op's fixed output slots (out0..out3); further outputs go in `more_outputs`.
 constexpr size_t kOpOutputSlots = 4;
 
+/// The op's scalar_tensors argument: none, or one entry per number parameter, where a 0-d CPU
+/// tensor replaces the number in `scalars`.
+using ScalarTensors = std::optional<c10::List<std::optional<at::Tensor>>>;
+
 /// A kernel as a TorchScript object.
 class KernelObject : public torch::CustomClassHolder {
  public:
@@ -62,10 +66,14 @@ class KernelObject : public torch::CustomClassHolder {
   /// The Python Kernel shares this dispatcher, so both launch paths share compiled code.
   const std::shared_ptr<Dispatcher>& dispatcher_ptr() const { return dispatcher_; }
 
-  /// Binds the op's arguments to the parameters and launches on the current stream.
+  /// Binds the op's arguments to the parameters and launches on the current stream (see the
+  /// schema in schemas.cpp for block [0], a forall launch, and for scalar_tensors).
   void launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,
               at::TensorList inputs, c10::ArrayRef<c10::Scalar> scalars, c10::IntArrayRef grid,
-              c10::IntArrayRef block, int64_t shared_mem);
+              c10::IntArrayRef block, int64_t shared_mem,
+              const ScalarTensors& scalar_tensors);
+  /// The parameters, one per line, with the role each takes on the op path (for messages).
+  std::string describe_params() const;
 
  private:
   std::shared_ptr<const Program> program_;
@@ -89,7 +97,17 @@ using LaunchOpSignature =
     void(const c10::intrusive_ptr<KernelObject>&, const std::optional<at::Tensor>&,
          const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
          const std::optional<at::Tensor>&, at::TensorList, at::TensorList,
-         c10::ArrayRef<c10::Scalar>, c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt);
+         c10::ArrayRef<c10::Scalar>, c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt,
+         const ScalarTensors&);
+
+/// Launches `kernel` through the cudajit::launch op with its arguments by kind: every tensor
+/// in parameter order, and every number in parameter order. Which tensors the kernel writes
+/// comes from its declaration (non-const parameters). `block` {0} asks for a forall launch of
+/// grid[0] tasks. This is the script object's `launch` method (and `launch_forall`'s), and the
+/// short form for C++ programs.
+void launch_through_op(const c10::intrusive_ptr<KernelObject>& kernel, c10::IntArrayRef grid,
+                       c10::IntArrayRef block, at::TensorList tensors,
+                       c10::ArrayRef<c10::Scalar> scalars, int64_t shared_mem = 0);
 
 /// The typed handle of cudajit::launch, looked up once: a C++ program launches through the op
 /// family with launch_op().call(kernel, out0, ...).

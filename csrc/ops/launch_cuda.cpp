@@ -11,9 +11,11 @@ void launch_cuda(const c10::intrusive_ptr<torch_cudajit::KernelObject>& k,
                  const std::optional<at::Tensor>& out2, const std::optional<at::Tensor>& out3,
                  at::TensorList more_outputs, at::TensorList inputs,
                  c10::ArrayRef<c10::Scalar> scalars, c10::IntArrayRef grid,
-                 c10::IntArrayRef block, int64_t shared_mem) {
-  const std::optional<at::Tensor>* const slots[torch_cudajit::kOpOutputSlots] = {&out0, &out1, &out2, &out3};
-  k->launch(slots, more_outputs, inputs, scalars, grid, block, shared_mem);
+                 c10::IntArrayRef block, int64_t shared_mem,
+                 const torch_cudajit::ScalarTensors& scalar_tensors) {
+  const std::optional<at::Tensor>* const slots[torch_cudajit::kOpOutputSlots] = {&out0, &out1,
+                                                                                &out2, &out3};
+  k->launch(slots, more_outputs, inputs, scalars, grid, block, shared_mem, scalar_tensors);
 }
 
 }  // namespace

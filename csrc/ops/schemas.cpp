@@ -13,8 +13,22 @@ TORCH_LIBRARY(cudajit, m) {
   // Launches kernel `k`. Tensors the kernel writes (non-const parameters) go in out0..out3 and
   // then more_outputs, in parameter order; read-only tensors (const element type) in inputs;
   // numbers in scalars. The annotations tell torch.compile and TorchScript what is written.
+  //
+  // block [0] asks for a forall launch: grid is then [ntasks], and the block size and grid come
+  // from the occupancy API when the kernel runs (so a graph or package holds no device facts).
+  //
+  // Tagged flexible_layout: the kernel reads strides itself (array descriptors), so inductor
+  // need not force the tensors' layout; and without the tag, inductor's record of the call's
+  // arguments for a layout-constrained op loses the kernel object (torch 2.11 to 2.15), which
+  // fails AOTInductor's compile with "found type 'NoneType'" for `k`.
+  //
+  // scalar_tensors, when given (not None), has one entry per number parameter: a 0-d CPU tensor there
+  // replaces the number in `scalars`. torch.compile passes a float that changes between calls
+  // this way, as a graph input, so that a new value does not recompile the graph.
   m.def(
       "launch(__torch__.torch.classes.cudajit.Kernel k, Tensor(a!)? out0, Tensor(b!)? out1, "
       "Tensor(c!)? out2, Tensor(d!)? out3, Tensor(e!)[] more_outputs, Tensor[] inputs, "
-      "Scalar[] scalars, SymInt[] grid, SymInt[] block, SymInt shared_mem=0) -> ()");
+      "Scalar[] scalars, SymInt[] grid, SymInt[] block, SymInt shared_mem=0, "
+      "Tensor?[]? scalar_tensors=None) -> ()",
+      {at::Tag::flexible_layout});
 }

@@ -375,7 +375,7 @@ struct OpLauncher {
       else more.push_back(t);
     }
     launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], more, inputs, scalars, grid,
-                     block, shared_mem);
+                     block, shared_mem, ScalarTensors());
   }
 };
 

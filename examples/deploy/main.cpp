@@ -72,7 +72,8 @@ int bench(torch::jit::Module& model) {
   const std::vector<c10::SymInt> g = {c10::SymInt(grid)}, b = {c10::SymInt(block)};
   const std::optional<at::Tensor> out_slot = out, none;
   auto through_op = [&] {
-    op.call(kernel, out_slot, none, none, none, {}, inputs, scalars, g, b, c10::SymInt(0));
+    op.call(kernel, out_slot, none, none, none, {}, inputs, scalars, g, b, c10::SymInt(0),
+            torch_cudajit::ScalarTensors());
   };
   // Same results first: the op path and the native kernel compute the same thing.
   through_op();

@@ -10,6 +10,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <string>
 
 namespace torch_cudajit {
@@ -72,19 +74,19 @@ TEST(OpsTest, LaunchChecksArgumentCounts) {
   std::vector<c10::Scalar> scalars = {2.0};
   std::vector<int64_t> grid = {1}, block = {8};
   std::string msg = cjtest::expect_throws<c10::ValueError>(
-      [&] { k->launch(slots, {}, one_input, scalars, grid, block, 0); });
-  CJ_EXPECT_CONTAINS(msg, "got 1 output tensor(s), 1 input tensor(s) and 1 scalar(s); the kernel takes 1, 2 and 1");
+      [&] { k->launch(slots, {}, one_input, scalars, grid, block, 0, ScalarTensors()); });
+  CJ_EXPECT_CONTAINS(msg, "got 1 output tensor(s), 1 input tensor(s) and 1 number(s); the kernel takes 1, 2 and 1");
   std::vector<at::Tensor> inputs = {x, x * 2};
   auto y = torch::empty_like(x);
   const std::optional<at::Tensor> out_y = y;
   const std::optional<at::Tensor>* ok[4] = {&out_y, &none, &none, &none};
-  k->launch(ok, {}, inputs, scalars, grid, block, 0);
+  k->launch(ok, {}, inputs, scalars, grid, block, 0, ScalarTensors());
   EXPECT_TRUE(torch::allclose(y, 2 * x + 2 * x));
 }
 
-// Through the dispatcher, as TorchScript and the deploy program call it: the Autograd kernel
-// bumps the written tensor's version, leaves inputs alone, and refuses a written tensor that
-// requires grad unless grad mode is off.
+// Through the dispatcher, as TorchScript and the deploy program call it: the written tensor's
+// version is bumped (in inference mode too, where the Autograd kernel does not run), inputs are
+// left alone, and a written tensor that requires grad is refused unless grad mode is off.
 TEST(OpsTest, DispatcherCallTracksVersionsAndRefusesGradTensors) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA GPU";
   const auto& op = launch_op();
@@ -96,12 +98,13 @@ TEST(OpsTest, DispatcherCallTracksVersionsAndRefusesGradTensors) {
   const std::optional<at::Tensor> none;
   struct Case {
     const char* name;
-    bool requires_grad, grad_mode, throws;
+    bool requires_grad, grad_mode, inference, throws;
   };
   const Case cases[] = {
-      {"plain output", false, true, false},
-      {"output that requires grad", true, true, true},
-      {"output that requires grad, grad mode off", true, false, false},
+      {"plain output", false, true, false, false},
+      {"output that requires grad", true, true, false, true},
+      {"output that requires grad, grad mode off", true, false, false, false},
+      {"plain output, inference mode", false, true, true, false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -110,11 +113,13 @@ TEST(OpsTest, DispatcherCallTracksVersionsAndRefusesGradTensors) {
     const auto version = out._version(), x_version = x._version();
     auto call = [&] {
       c10::AutoGradMode grad_mode(c.grad_mode);
-      op.call(k, slot, none, none, none, {}, inputs, scalars, grid, block, c10::SymInt(0));
+      std::optional<c10::InferenceMode> inference;
+      if (c.inference) inference.emplace();
+      op.call(k, slot, none, none, none, {}, inputs, scalars, grid, block, c10::SymInt(0), ScalarTensors());
     };
     if (c.throws) {
       std::string msg = cjtest::expect_throws<c10::Error>(call);
-      CJ_EXPECT_CONTAINS(msg, "kernel 'axpy' writes out0, a tensor that requires grad");
+      CJ_EXPECT_CONTAINS(msg, "kernel 'axpy' writes parameter 'out', a tensor that requires grad");
       EXPECT_EQ(out._version(), version);
       continue;
     }
@@ -122,6 +127,57 @@ TEST(OpsTest, DispatcherCallTracksVersionsAndRefusesGradTensors) {
     EXPECT_EQ(out._version(), version + 1);
     EXPECT_EQ(x._version(), x_version);
     EXPECT_TRUE(torch::allclose(out.detach(), 2 * x + y));
+  }
+}
+
+// The short form (the script object's launch method) checks its counts before anything runs,
+// and the op checks scalar_tensors and a forall grid while binding, before the device is used:
+// no GPU needed.
+TEST(OpsTest, BindingErrorsNameWhatIsWrong) {
+  auto k = make_axpy();
+  auto x = torch::randn({8});
+  const std::optional<at::Tensor> out = x, none;
+  const std::optional<at::Tensor>* slots[4] = {&out, &none, &none, &none};
+  const std::vector<at::Tensor> inputs = {x, x};
+  const std::vector<c10::Scalar> scalars = {2.0};
+  c10::List<std::optional<at::Tensor>> matrix({std::optional<at::Tensor>(torch::ones({2, 2}))});
+  c10::List<std::optional<at::Tensor>> two({std::optional<at::Tensor>(), std::optional<at::Tensor>()});
+  struct Case {
+    const char* name;
+    std::function<void()> call;
+    const char* message;
+  };
+  const std::vector<int64_t> grid = {1}, block = {8}, forall = {0}, grid2 = {2, 2};
+  const Case cases[] = {
+      {"short form, one tensor", [&] { launch_through_op(k, grid, block, {x}, scalars); },
+       "kernel 'axpy' takes 3 tensor(s) and 1 number(s), in parameter order; got 1 tensor(s) and 1 number(s)"},
+      {"short form, no number", [&] { launch_through_op(k, grid, block, {x, x, x}, {}); },
+       "T a (number)"},
+      {"scalar tensor of rank 2",
+       [&] { k->launch(slots, {}, inputs, scalars, grid, block, 0, matrix); },
+       "scalar_tensors[0] must be a 0-d CPU tensor, got shape [2, 2]"},
+      {"scalar tensors of the wrong length",
+       [&] { k->launch(slots, {}, inputs, scalars, grid, block, 0, two); },
+       "scalar_tensors has 2 entries; it must be None or have one per number (1)"},
+      {"forall with a 2-D grid", [&] { k->launch(slots, {}, inputs, scalars, grid2, forall, 0, ScalarTensors()); },
+       "a forall launch of kernel 'axpy' (block [0]) takes grid [ntasks] with ntasks >= 1, got [2, 2]"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    CJ_EXPECT_CONTAINS(cjtest::expect_throws<c10::ValueError>(c.call), c.message);
+  }
+}
+
+// launch_forall through the op matches a launch with an explicit grid.
+TEST(OpsTest, ForallThroughTheOp) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA GPU";
+  auto k = make_axpy();
+  for (int64_t n : {1, 1000, 1 << 20}) {
+    SCOPED_TRACE(n);
+    auto x = torch::randn({n}, torch::kCUDA), y = torch::randn({n}, torch::kCUDA);
+    auto out = torch::full({n}, std::nan(""), torch::kCUDA);
+    launch_through_op(k, {n}, {0}, {out, x, y}, {3.0});
+    EXPECT_TRUE(torch::allclose(out, 3 * x + y));
   }
 }
 

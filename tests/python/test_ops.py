@@ -186,29 +186,32 @@ def test_op_path_argument_errors():
         k.op[(1, 2, 3, 4), 4](x, x, x, 2.0)
 
 
-# -- autograd: the op's Autograd kernel (meta tensors run it without a GPU) ----------------
+# -- autograd: the rules every launch path shares (Dispatcher::launch) -------------------------
 
 
-def test_op_bumps_the_version_of_every_written_tensor():
+@pytest.mark.gpu
+@pytest.mark.parametrize("inference", [False, True], ids=["grad_mode", "inference_mode"])
+def test_op_bumps_the_version_of_every_written_tensor(device, inference):
     k = cj.jit(FIVE_OUT)
-    x = torch.empty(N, device="meta")
-    outs = [torch.empty(N, device="meta") for _ in range(5)]
-    k.op[GRID, BLOCK](*outs, x, N)
-    assert [o._version for o in outs] == [1] * 5  # out0..out3 and more_outputs[0]
-    assert x._version == 0  # read only
-    k.op[GRID, BLOCK](*outs, x, N)
-    assert [o._version for o in outs] == [2] * 5
+    x = random_values((N,), torch.float32, device)
+    outs = [torch.empty(N, device=device) for _ in range(5)]
+    for expected in (1, 2):
+        with torch.inference_mode(inference):  # tensors made outside keep their counters
+            k.op[GRID, BLOCK](*outs, x, N)
+        assert [o._version for o in outs] == [expected] * 5  # out0..out3 and more_outputs[0]
+        assert x._version == 0  # read only
+    torch.testing.assert_close(outs[4], x ** 5)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("written", [0, 4], ids=["out0", "more_outputs"])
-def test_op_refuses_to_write_a_tensor_that_requires_grad(written):
+def test_op_refuses_to_write_a_tensor_that_requires_grad(device, written):
     k = cj.jit(FIVE_OUT)
-    x = torch.empty(N, device="meta", requires_grad=True)  # reading one is fine
-    outs = [torch.empty(N, device="meta") for _ in range(5)]
+    x = random_values((N,), torch.float32, device).requires_grad_()  # reading one is fine
+    outs = [torch.empty(N, device=device) for _ in range(5)]
     outs[written].requires_grad_()
-    slot = "out0" if written == 0 else r"more_outputs\[0\]"
-    with pytest.raises(RuntimeError, match=f"kernel 'powers' writes {slot}, a tensor that requires "
-                                           "grad; kernels have no derivative"):
+    with pytest.raises(RuntimeError, match=f"kernel 'powers' writes parameter 'p{written + 1}', a "
+                                           "tensor that requires grad; kernels have no derivative"):
         k.op[GRID, BLOCK](*outs, x, N)
     assert outs[written]._version == 0
     with torch.no_grad():  # initialising a parameter in place, as torch allows

@@ -1,0 +1,189 @@
+"""torch.compile of code that launches kernels: every launch form (kernel[grid, block],
+keyword arguments, forall, specialize, the launch/launch_forall short forms) traces into one
+graph, and numbers that change between calls do not recompile it. Tracing runs without a GPU
+(a backend that records the graph and runs nothing); anything that launches is marked gpu."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
+
+import torch_cudajit as cj
+from torch_cudajit._kernel import SpecializedKernel
+from _support import dtype_params, poison_, random_values
+
+AXPY = r"""
+template <typename T>
+__global__ void axpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a, int n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = out[i] + a * x[i];
+}
+"""
+
+# An optimizer step: every number a Python number that changes from step to step.
+SGD = r"""
+__global__ void sgd(float* __restrict__ w, float* __restrict__ m, const float* __restrict__ g,
+                    float lr, float momentum, int step, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) {
+    m[i] = momentum * m[i] + g[i];
+    w[i] -= lr * m[i] / (1.0f + 0.0f * step);
+  }
+}
+"""
+
+N = 1000
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+class Recorder:
+    """A torch.compile backend that records each forward graph and runs nothing: the op has no
+    CPU kernel, so tracing is what runs here. Outputs come back as the graph's first inputs."""
+
+    def __init__(self):
+        self.codes: list = []
+
+    def backend(self):
+        def fw_compiler(gm, example_inputs):
+            self.codes.append(gm.code)
+            n_out = len(next(n for n in gm.graph.nodes if n.op == "output").args[0])
+            return make_boxed_func(lambda *args: tuple(args[:n_out]))
+        return aot_autograd(fw_compiler=fw_compiler)
+
+
+def launches(code: str) -> int:
+    return code.count("torch.ops.cudajit.launch.default")
+
+
+@pytest.mark.parametrize("form", ["index", "keywords", "forall", "specialize", "launch",
+                                  "launch_forall"])
+def test_every_launch_form_traces_into_one_graph(form):
+    k = cj.jit(AXPY)
+    if form == "specialize":  # compiled for sm_90 from meta tensors: no GPU needed
+        meta = torch.empty(N, device="meta")
+        sk = SpecializedKernel(k, k._core.compile((meta, meta, 1.0, N), 90))
+    x, out = torch.randn(N), torch.randn(N)
+
+    def f(out, x, a: float):
+        if form == "index":
+            k[(N + 127) // 128, 128](out, x, a, N)
+        elif form == "keywords":
+            k[(N + 127) // 128, 128](out, x=x, n=N, a=a)
+        elif form == "forall":
+            k.forall(N)(out, x, a, N)
+        elif form == "specialize":
+            sk[(N + 127) // 128, 128](out, x, a, N)
+        elif form == "launch":
+            k.launch([(N + 127) // 128], [128], [out, x], [a, N])
+        else:
+            k.launch_forall(N, [out, x], [a, N])
+        return out
+
+    rec = Recorder()
+    torch.compile(f, backend=rec.backend(), fullgraph=True)(out, x, 2.0)
+    assert len(rec.codes) == 1
+    code = rec.codes[0]
+    assert launches(code) == 1, code
+    if form in ("forall", "launch_forall"):
+        assert f"grid = [{N}], block = [0]" in code, code  # the op picks the block when it runs
+    else:
+        assert "grid = [8, 1, 1], block = [128, 1, 1]" in code, code
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["default", "dynamic"])
+def test_changing_numbers_do_not_recompile(dynamic):
+    """100 steps of an optimizer-style loop whose learning rate, momentum and step count change
+    every step: Dynamo compiles once with the first values as constants and once more with them
+    symbolic (its automatic dynamic shapes), or once with dynamic=True; then never again."""
+    k = cj.jit(SGD)
+    w, m, g = torch.randn(N), torch.randn(N), torch.randn(N)
+
+    def step(w, m, g, lr: float, momentum: float, t: int):
+        k.forall(N)(w, m, g, lr, momentum, t, N)
+
+    rec = Recorder()
+    compiled = torch.compile(step, backend=rec.backend(), fullgraph=True, dynamic=dynamic)
+    for t in range(100):
+        compiled(w, m, g, 0.1 / (1 + t), 0.9 - 0.001 * t, t)
+    assert len(rec.codes) == (1 if dynamic else 2), rec.codes
+    # The floats reach the op as 0-d tensors computed from graph inputs, not as constants.
+    assert "scalar_tensors = [" in rec.codes[-1]
+    assert "0.1" not in rec.codes[-1] and "0.9" not in rec.codes[-1], rec.codes[-1]
+
+
+def test_launch_short_form_checks_its_arguments():
+    k = cj.jit(AXPY)
+    x = torch.randn(4)
+    with pytest.raises(TypeError, match=r"kernel 'axpy' takes 2 tensor\(s\) and 2 number\(s\), in "
+                                        r"parameter order; got 1 tensor\(s\) and 2 number\(s\)"):
+        k.launch([1], [4], [x], [1.0, 4])
+    with pytest.raises(TypeError, match="scalars must be a list of the number arguments"):
+        k.launch([1], [4], [x, x], 1.0)
+    with pytest.raises(TypeError, match="tensors must be a list of the tensor arguments"):
+        k.launch_forall(4, x, [1.0, 4])
+
+
+# -- on the GPU -------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", dtype_params([torch.float32, torch.float64, torch.float16]))
+@pytest.mark.parametrize("form", ["forall", "launch", "launch_forall", "specialize"])
+def test_compiled_forms_match_eager(device, dtype, form):
+    k = cj.jit(AXPY)
+    n = 3000
+    x = random_values((n,), dtype, device)
+    base = random_values((n,), dtype, device)
+    sk = k.specialize(base.clone(), x, 1.0, n)
+
+    def f(out, x, a: float):
+        if form == "forall":
+            k.forall(n)(out, x, a, n)
+        elif form == "launch":
+            k.launch([(n + 255) // 256], [256], [out, x], [a, n])
+        elif form == "launch_forall":
+            k.launch_forall(n, [out, x], [a, n])
+        else:
+            sk[(n + 255) // 256, 256](out, x, a, n)
+        return out
+
+    compiled = torch.compile(f, fullgraph=True)
+    for a in (0.5, 1.5, -2.0):  # the second value recompiles once (automatic dynamic)
+        eager = f(base.clone(), x, a)
+        got = compiled(base.clone(), x, a)
+        expected = (base.double() + a * x.double()).to(dtype)
+        torch.testing.assert_close(eager, expected, rtol=2e-3, atol=2e-3)
+        assert torch.equal(got, eager)
+
+
+@pytest.mark.gpu
+def test_optimizer_loop_compiles_twice_in_100_steps(device):
+    """The recompile count of the issue's optimizer loop, with inductor, on the GPU."""
+    from torch._dynamo.utils import counters
+    k = cj.jit(SGD)
+    w = random_values((N,), torch.float32, device)
+    m = random_values((N,), torch.float32, device)
+    g = random_values((N,), torch.float32, device)
+    w_ref, m_ref = w.clone(), m.clone()
+
+    def step(w, m, g, lr: float, momentum: float, t: int):
+        k.forall(N)(w, m, g, lr, momentum, t, N)
+        return w
+
+    counters.clear()
+    compiled = torch.compile(step, fullgraph=True)
+    for t in range(100):
+        lr, momentum = 0.1 / (1 + t), 0.9 - 0.001 * t
+        compiled(w, m, g, lr, momentum, t)
+        m_ref.mul_(momentum).add_(g)
+        w_ref.sub_(lr * m_ref)
+    assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
+    torch.testing.assert_close(m, m_ref)
+    torch.testing.assert_close(w, w_ref, rtol=1e-5, atol=1e-5)
