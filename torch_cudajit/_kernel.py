@@ -322,7 +322,7 @@ class _Launch:
         launcher.launch_normalized(tuple(coerce(a) for a in args))
 
     # -- the form scripted modules use (the script object has the same two methods) ---------
-    def launch(self, grid, block, tensors, scalars=(), shared_mem: int = 0) -> None:
+    def launch(self, grid, block, tensors, scalars=None, shared_mem: int = 0) -> None:
         """Launches with the tensor arguments and the number arguments each in parameter order,
         as a scripted module calls the kernel's script object: ``k.launch(grid, block, [y, x],
         [a, n])`` is ``k[grid, block, None, shared_mem](y, x, a, n)`` for a kernel ``(y, x, a,
@@ -330,7 +330,7 @@ class _Launch:
         config = (_as_tuple(grid), _as_tuple(block), None, shared_mem)
         self[config](*self._interleave(tensors, scalars))
 
-    def launch_forall(self, ntasks: int, tensors, scalars=(), shared_mem: int = 0) -> None:
+    def launch_forall(self, ntasks: int, tensors, scalars=None, shared_mem: int = 0) -> None:
         """``forall(ntasks)`` with the arguments given as in ``launch``."""
         self.forall(ntasks, None, shared_mem)(*self._interleave(tensors, scalars))
 
@@ -340,6 +340,8 @@ class _Launch:
         if not isinstance(tensors, (list, tuple)):
             raise TypeError(f"kernel '{k.name}': tensors must be a list of the tensor arguments "
                             f"in parameter order, got {type(tensors).__name__}")
+        if scalars is None:
+            scalars = ()
         if not isinstance(scalars, (list, tuple)):
             raise TypeError(f"kernel '{k.name}': scalars must be a list of the number arguments "
                             f"in parameter order, got {type(scalars).__name__}")

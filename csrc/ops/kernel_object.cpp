@@ -19,6 +19,26 @@ std::array<int64_t, 3> dims3(c10::IntArrayRef v, const char* what, const std::st
   return d;
 }
 
+// The numbers of the script object's launch methods: None, or a list of ints, floats, bools
+// and complex numbers.
+std::vector<c10::Scalar> numbers_of(const c10::IValue& v, const std::string& kernel) {
+  std::vector<c10::Scalar> out;
+  if (v.isNone()) return out;
+  TORCH_CHECK_TYPE(v.isList() || v.isTuple(), "torch_cudajit: kernel '", kernel, "': scalars "
+                   "must be a list of the number arguments in parameter order, got ",
+                   v.tagKind(), ".");
+  const auto items = v.isList() ? v.toListRef().vec() : v.toTupleRef().elements().vec();
+  for (size_t i = 0; i < items.size(); ++i) {
+    const c10::IValue& x = items[i];
+    TORCH_CHECK_TYPE(x.isInt() || x.isDouble() || x.isBool() || x.isComplexDouble(),
+                     "torch_cudajit: kernel '", kernel, "': scalars[", i, "] is a ",
+                     x.tagKind(), "; scalars takes numbers (int, float, bool, complex), and "
+                     "tensors go in `tensors`.");
+    out.push_back(x.toScalar());
+  }
+  return out;
+}
+
 }  // namespace
 
 KernelObject::KernelObject(std::shared_ptr<const Program> program, std::string name,
@@ -237,23 +257,24 @@ void ensure_kernel_class() {
           return a->fingerprint() == b->fingerprint();
         })
         // TorchScript's short form of a launch: tensors and numbers each in parameter order.
+        // `scalars` is typed Any: TorchScript types a literal list of mixed numbers, [a, n],
+        // as List[Union[float, int]], which a List[number] parameter refuses.
         .def("launch",
              [](const KernelPtr& k, std::vector<int64_t> grid, std::vector<int64_t> block,
-                std::vector<at::Tensor> tensors, std::vector<c10::Scalar> scalars,
-                int64_t shared_mem) {
-               launch_through_op(k, grid, block, tensors, scalars, shared_mem);
+                std::vector<at::Tensor> tensors, c10::IValue scalars, int64_t shared_mem) {
+               launch_through_op(k, grid, block, tensors, numbers_of(scalars, k->name()),
+                                 shared_mem);
              },
              "", {torch::arg("grid"), torch::arg("block"), torch::arg("tensors"),
-                  torch::arg("scalars") = std::vector<c10::Scalar>{},
-                  torch::arg("shared_mem") = 0})
+                  torch::arg("scalars") = c10::IValue(), torch::arg("shared_mem") = 0})
         .def("launch_forall",
              [](const KernelPtr& k, int64_t ntasks, std::vector<at::Tensor> tensors,
-                std::vector<c10::Scalar> scalars, int64_t shared_mem) {
-               launch_through_op(k, {ntasks}, {0}, tensors, scalars, shared_mem);
+                c10::IValue scalars, int64_t shared_mem) {
+               launch_through_op(k, {ntasks}, {0}, tensors, numbers_of(scalars, k->name()),
+                                 shared_mem);
              },
              "", {torch::arg("ntasks"), torch::arg("tensors"),
-                  torch::arg("scalars") = std::vector<c10::Scalar>{},
-                  torch::arg("shared_mem") = 0})
+                  torch::arg("scalars") = c10::IValue(), torch::arg("shared_mem") = 0})
         // torch.compile guards on this on every call: keep it small (no source text). The
         // keys are the attributes of the Python FakeKernel (torch_cudajit/_fake.py).
         .def("__obj_flatten__",

@@ -123,6 +123,89 @@ def test_scripted_module_runs_like_eager(device, dtype):
     assert torch.equal(loaded(x, y, 1.5), eager)
 
 
+# A kernel (out += a * x) for the short form scripted modules use.
+ACCUMULATE = r"""
+template <typename T>
+__global__ void accumulate(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a, int n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = out[i] + a * x[i];
+}
+"""
+
+
+class ShortFormModule(torch.nn.Module):
+    """Stores the Python Kernel itself and launches it with the short form, which the Python
+    Kernel and the script object both have: one forward for eager, torch.compile and
+    TorchScript."""
+
+    def __init__(self):
+        super().__init__()
+        self.k = cj.jit(ACCUMULATE)
+
+    def forward(self, out: torch.Tensor, x: torch.Tensor, a: float) -> torch.Tensor:
+        n = x.size(0)
+        self.k.launch([(n + 127) // 128], [128], [out, x], [a, n])
+        self.k.launch_forall(n, [out, x], [2.0 * a, n])
+        return out
+
+
+def test_kernel_attribute_scripts_to_its_script_object():
+    module = ShortFormModule()
+    scripted, loaded = script_and_reload(module)
+    assert isinstance(scripted.k, torch.ScriptObject)
+    assert scripted.k.fingerprint() == module.k.script_object.fingerprint()
+    assert loaded.k.fingerprint() == module.k.script_object.fingerprint()
+    assert str(scripted.graph).count("prim::CallMethod[name=\"launch") == 2
+    # Assigning a Kernel to a scripted module converts it the same way.
+    other = cj.jit(ACCUMULATE, defines={"OTHER": 1})
+    scripted.k = other
+    assert scripted.k.fingerprint() == other.script_object.fingerprint()
+
+
+def test_kernel_stays_a_plain_python_object():
+    """What makes a Kernel scriptable (torch.jit.RecursiveScriptClass) forwards attributes and
+    operators to the script object; a Kernel turns that off."""
+    k, other = cj.jit(ACCUMULATE), cj.jit(ACCUMULATE)
+    assert bool(k) and k == k and k != other and len({k, other}) == 2
+    assert str(k) == repr(k) and "accumulate" in str(k)
+    with pytest.raises(AttributeError, match="'Kernel' object has no attribute 'fingerprint'"):
+        k.fingerprint()
+    with pytest.raises(TypeError):
+        k + 1
+    with pytest.raises(TypeError, match="does not support __len__"):
+        len(k)
+    k.note = "user data"  # attributes are the Python object's own
+    assert k.note == "user data" and not hasattr(k.script_object, "note")
+
+
+def test_short_form_errors_name_the_argument():
+    k = cj.jit(ACCUMULATE)
+    x = torch.randn(4)
+    so = k.script_object
+    with pytest.raises(TypeError, match=r"kernel 'accumulate': scalars\[0\] is a Tensor; scalars "
+                                           r"takes numbers"):
+        so.launch([1], [4], [x, x], [x])
+    with pytest.raises(ValueError, match=r"kernel 'accumulate' takes 2 tensor\(s\) and 2 "
+                                           r"number\(s\), in parameter order; got 1 tensor"):
+        so.launch_forall(4, [x], [1.0])
+    with pytest.raises(ValueError, match=r"T a \(number\)"):
+        so.launch([1], [4], [x, x])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", dtype_params([torch.float32, torch.float64]))
+def test_short_form_runs_alike_eager_scripted_and_compiled(device, dtype):
+    module = ShortFormModule()
+    scripted, loaded = script_and_reload(module)
+    compiled = torch.compile(module, fullgraph=True)
+    x = random_values((N,), dtype, device)
+    base = random_values((N,), dtype, device)
+    eager = module(base.clone(), x, 0.75)
+    torch.testing.assert_close(eager, base + 2.25 * x)
+    for run in (scripted, loaded, compiled):
+        assert torch.equal(run(base.clone(), x, 0.75), eager)
+
+
 # -- torch.compile: tracing (no GPU needed) ---------------------------------------------------
 
 
