@@ -48,23 +48,23 @@ def main():
     one = torch.ones((), device=dev)
     eager = k[1, N]
     op = k.op[1, N]
-    grid, block, none, empty, ins, sc = [1, 1, 1], [N, 1, 1], None, [], [x, y], [2.0]
+    grid, block, none, empty, ins, fl = [1, 1, 1], [N, 1, 1], None, [], [x, y], [2.0]
     rows = [
         ("torch.ops.aten.add_.Tensor(x, 1-element tensor)", lambda: add_(x, one)),
         ("torch.ops.aten.add_(x, 1)", lambda: torch.ops.aten.add_(x, 1)),
         ("x.add_(1)", lambda: x.add_(1)),
         ("torch.ops.cudajit.launch.default(...)",
-         lambda: launch(obj, out, none, none, none, empty, ins, sc, grid, block, 0)),
+         lambda: launch(obj, out, none, none, none, empty, ins, empty, fl, "f", grid, block, 0)),
         ("torch.ops.cudajit.launch(...)",
-         lambda: packet(obj, out, none, none, none, empty, ins, sc, grid, block, 0)),
+         lambda: packet(obj, out, none, none, none, empty, ins, empty, fl, "f", grid, block, 0)),
         ("torch.ops.cudajit.launch.default(...), torch-function probe off (diagnostic)",
-         lambda: no_probe(obj, out, none, none, none, empty, ins, sc, grid, block, 0)),
+         lambda: no_probe(obj, out, none, none, none, empty, ins, empty, fl, "f", grid, block, 0)),
         ("kernel.op[1, 256](out, x, y, 2.0)", lambda: op(out, x, y, 2.0)),
         ("kernel[1, 256](out, x, y, 2.0) (eager launcher)", lambda: eager(out, x, y, 2.0)),
     ]
     # The rows take turns loop by loop, so the comparison holds even while the clocks drift.
     results = list(zip([name for name, _ in rows], per_call_us_interleaved([fn for _, fn in rows])))
-    launch(obj, out, none, none, none, empty, ins, sc, grid, block, 0)
+    launch(obj, out, none, none, none, empty, ins, empty, fl, "f", grid, block, 0)
     torch.testing.assert_close(out, 2.0 * x + y)
     base = results[1][1]
     print(f"# op-family launch cost from Python, {torch.cuda.get_device_name()}, torch {torch.__version__}")

@@ -35,7 +35,7 @@ class FakeKernel:
 
 
 @torch.library.register_fake("cudajit::launch")
-def _launch_fake(k, out0, out1, out2, out3, more_outputs, inputs, scalars, grid, block,
+def _launch_fake(k, out0, out1, out2, out3, more_outputs, inputs, ints, floats, kinds, grid, block,
                  shared_mem=0, scalar_tensors=None):
     if list(block) == [0]:  # a forall launch: grid is [ntasks]
         if len(grid) != 1:
@@ -44,7 +44,9 @@ def _launch_fake(k, out0, out1, out2, out3, more_outputs, inputs, scalars, grid,
     elif not 1 <= len(grid) <= 3 or not 1 <= len(block) <= 3:
         raise ValueError(f"cudajit::launch: grid and block need 1 to 3 entries, got {list(grid)} "
                          f"and {list(block)}")
-    if scalar_tensors and len(scalar_tensors) != len(scalars):
+    if set(kinds) - set("ibfc"):
+        raise ValueError(f"cudajit::launch: kinds '{kinds}' may hold only 'i', 'b', 'f' and 'c'")
+    if scalar_tensors is not None and len(scalar_tensors) != len(kinds):
         raise ValueError(f"cudajit::launch: scalar_tensors has {len(scalar_tensors)} entries; it "
-                         f"must be None or have one per number ({len(scalars)})")
+                         f"must be None or have one per number ({len(kinds)})")
     return None

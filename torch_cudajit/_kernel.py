@@ -556,7 +556,7 @@ class _OpLauncher:
         if len(args) != len(roles):
             raise TypeError(f"kernel '{k.name}' takes {len(roles)} argument(s), got {len(args)}")
         compiling = torch.compiler.is_compiling()
-        outs, ins, scalars, scalar_tensors = [], [], [], []
+        outs, ins, ints, floats, kinds, scalar_tensors = [], [], [], [], [], []
         for i, value in enumerate(args):
             role = roles[i]
             if role == "scalar":
@@ -565,13 +565,26 @@ class _OpLauncher:
                                     f"number on the op path (torch.compile, TorchScript); got "
                                     f"{type(value).__name__}")
                 # A float torch.compile made symbolic (one it saw change) reaches the graph as a
-                # 0-d tensor computed from it, with a placeholder in `scalars`: that keeps it a
-                # graph input, where in `scalars` it would be specialized and each new value (a
-                # learning rate) would recompile. Constants and symbolic ints stay in `scalars`.
-                floating = (compiling and isinstance(value, float)
-                            and not _symbolic_shapes.has_static_value(value))
-                scalars.append(0.0 if floating else value)
-                scalar_tensors.append(torch.zeros((), dtype=torch.float64) + value if floating else None)
+                # 0-d tensor computed from it, with a placeholder in `floats`: that keeps it a
+                # graph input, where in `floats` it would be specialized and each new value (a
+                # learning rate) would recompile. Constants and symbolic ints stay in the lists.
+                tensor = None
+                if isinstance(value, bool):
+                    kinds.append("b")
+                    ints.append(int(value))
+                elif isinstance(value, int):
+                    kinds.append("i")
+                    ints.append(value)
+                elif isinstance(value, complex):
+                    kinds.append("c")
+                    floats += [value.real, value.imag]
+                else:
+                    kinds.append("f")
+                    if compiling and not _symbolic_shapes.has_static_value(value):
+                        tensor = torch.zeros((), dtype=torch.float64) + value
+                        value = 0.0
+                    floats.append(value)
+                scalar_tensors.append(tensor)
             elif not isinstance(value, torch.Tensor):
                 raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
                                 f"tensor; got {type(value).__name__}")
@@ -583,8 +596,8 @@ class _OpLauncher:
             scalar_tensors = None
         slots = outs[:4] + [None] * (4 - min(len(outs), 4))
         torch.ops.cudajit.launch.default(k.script_object, slots[0], slots[1], slots[2], slots[3],
-                                         outs[4:], ins, scalars, self._grid, self._block,
-                                         self._shared_mem, scalar_tensors)
+                                         outs[4:], ins, ints, floats, "".join(kinds), self._grid,
+                                         self._block, self._shared_mem, scalar_tensors)
 
 
 class _ExtensionLauncher:

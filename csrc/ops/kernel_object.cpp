@@ -150,10 +150,28 @@ c10::Scalar scalar_of(const at::Tensor& t, size_t j, const std::string& kernel) 
 
 }  // namespace
 
+void OpNumbers::add(const c10::Scalar& s) {
+  if (s.isBoolean()) {
+    kinds += 'b';
+    ints.push_back(s.toBool() ? 1 : 0);
+  } else if (s.isIntegral(/*includeBool=*/false)) {
+    kinds += 'i';
+    ints.push_back(s.toLong());
+  } else if (s.isComplex()) {
+    kinds += 'c';
+    const auto c = s.toComplexDouble();
+    floats.push_back(c.real());
+    floats.push_back(c.imag());
+  } else {
+    kinds += 'f';
+    floats.push_back(s.toDouble());
+  }
+}
+
 void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,
-                          at::TensorList inputs, c10::ArrayRef<c10::Scalar> scalars,
-                          c10::IntArrayRef grid, c10::IntArrayRef block, int64_t shared_mem,
-                          const ScalarTensors& scalar_tensors) {
+                          at::TensorList inputs, c10::IntArrayRef ints, c10::ArrayRef<double> floats,
+                          c10::string_view kinds, c10::IntArrayRef grid, c10::IntArrayRef block,
+                          int64_t shared_mem, const ScalarTensors& scalar_tensors) {
   Arg args[kMaxParams];
   // Outputs fill the slots in order; a gap (None before a tensor) would shift parameters.
   size_t n_slots = 0;
@@ -172,16 +190,24 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
     else ++n_scalar;
   }
   const size_t got_out = n_slots + more_outputs.size();
-  TORCH_CHECK_VALUE(got_out == n_out && inputs.size() == n_in && scalars.size() == n_scalar,
+  TORCH_CHECK_VALUE(got_out == n_out && inputs.size() == n_in && kinds.size() == n_scalar,
                     "torch_cudajit: cudajit::launch of kernel '", name_, "' got ", got_out,
-                    " output tensor(s), ", inputs.size(), " input tensor(s) and ", scalars.size(),
+                    " output tensor(s), ", inputs.size(), " input tensor(s) and ", kinds.size(),
                     " number(s); the kernel takes ", n_out, ", ", n_in, " and ", n_scalar,
                     ". Its parameters:", describe_params());
-  TORCH_CHECK_VALUE(!scalar_tensors || scalar_tensors->size() == scalars.size(),
+  TORCH_CHECK_VALUE(!scalar_tensors || scalar_tensors->size() == kinds.size(),
                     "torch_cudajit: cudajit::launch of kernel '", name_, "': scalar_tensors has ",
                     scalar_tensors ? scalar_tensors->size() : 0, " entries; it must be None or "
-                    "have one per number (", scalars.size(), ").");
-  size_t o = 0, in = 0, sc = 0;
+                    "have one per number (", kinds.size(), ").");
+  size_t o = 0, in = 0, j = 0, next_int = 0, next_float = 0;
+  // The next value of `ints` or `floats` (`need` of them) for number j, checked to exist.
+  auto take = [&](size_t& next, size_t size, size_t need, const char* list) {
+    TORCH_CHECK_VALUE(next + need <= size, "torch_cudajit: cudajit::launch of kernel '", name_,
+                      "': kinds '", kinds, "' needs more entries in ", list, " than its ", size,
+                      ".");
+    next += need;
+    return next - need;
+  };
   for (size_t i = 0; i < roles_.size(); ++i) {
     switch (roles_[i]) {
       case OpRole::kOutput: {
@@ -196,13 +222,33 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
         args[i].tensor = &inputs[in++];
         break;
       case OpRole::kScalar: {
-        const size_t j = sc++;
+        const char kind = kinds[j];
         const std::optional<at::Tensor> t = scalar_tensors ? scalar_tensors->get(j) : std::nullopt;
-        args[i] = scalar_arg(t ? scalar_of(*t, j, name_) : scalars[j]);
+        TORCH_CHECK_VALUE(!t || kind == 'f', "torch_cudajit: cudajit::launch of kernel '", name_,
+                          "': scalar_tensors[", j, "] is given for a number of kind '", kind,
+                          "'; only floats ('f') come as tensors.");
+        if (kind == 'i' || kind == 'b') {
+          const int64_t v = ints[take(next_int, ints.size(), 1, "ints")];
+          args[i] = scalar_arg(kind == 'b' ? c10::Scalar(v != 0) : c10::Scalar(v));
+        } else if (kind == 'f') {
+          const double v = floats[take(next_float, floats.size(), 1, "floats")];
+          args[i] = scalar_arg(t ? scalar_of(*t, j, name_) : c10::Scalar(v));
+        } else if (kind == 'c') {
+          const size_t at = take(next_float, floats.size(), 2, "floats");
+          args[i] = scalar_arg(c10::Scalar(c10::complex<double>(floats[at], floats[at + 1])));
+        } else {
+          TORCH_CHECK_VALUE(false, "torch_cudajit: cudajit::launch of kernel '", name_,
+                            "': kinds[", j, "] is '", kind, "'; expected 'i', 'b', 'f' or 'c'.");
+        }
+        ++j;
         break;
       }
     }
   }
+  TORCH_CHECK_VALUE(next_int == ints.size() && next_float == floats.size(),
+                    "torch_cudajit: cudajit::launch of kernel '", name_, "': kinds '", kinds,
+                    "' uses ", next_int, " of the ", ints.size(), " ints and ", next_float,
+                    " of the ", floats.size(), " floats given.");
   LaunchConfig cfg;
   if (block.size() == 1 && block[0] == 0) {
     TORCH_CHECK_VALUE(grid.size() == 1 && grid[0] >= 1, "torch_cudajit: a forall launch of "
@@ -238,7 +284,10 @@ void launch_through_op(const c10::intrusive_ptr<KernelObject>& kernel, c10::IntA
     else if (n_out < kOpOutputSlots) slots[n_out++] = x;
     else more.push_back(x);
   }
-  launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], more, inputs, scalars,
+  OpNumbers numbers;
+  for (const c10::Scalar& s : scalars) numbers.add(s);
+  launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], more, inputs,
+                   c10::fromIntArrayRefSlow(numbers.ints), numbers.floats, numbers.kinds,
                    c10::fromIntArrayRefSlow(grid), c10::fromIntArrayRefSlow(block),
                    c10::SymInt(shared_mem), ScalarTensors());
 }

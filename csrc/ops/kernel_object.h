@@ -29,6 +29,17 @@ constexpr size_t kOpOutputSlots = 4;
 /// tensor replaces the number in `scalars`.
 using ScalarTensors = std::optional<c10::List<std::optional<at::Tensor>>>;
 
+/// Numbers in parameter order as the op takes them: `kinds` has one character per number ('i',
+/// 'b' and 'f' for int, bool and float, 'c' for complex), and the values go in `ints` (ints and
+/// bools) and `floats` (floats, and complex numbers as real and imaginary part).
+struct OpNumbers {
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::string kinds;
+  /// Appends one number.
+  void add(const c10::Scalar& s);
+};
+
 /// A kernel as a TorchScript object.
 class KernelObject : public torch::CustomClassHolder {
  public:
@@ -67,11 +78,12 @@ class KernelObject : public torch::CustomClassHolder {
   const std::shared_ptr<Dispatcher>& dispatcher_ptr() const { return dispatcher_; }
 
   /// Binds the op's arguments to the parameters and launches on the current stream (see the
-  /// schema in schemas.cpp for block [0], a forall launch, and for scalar_tensors).
+  /// schema in schemas.cpp for the numbers' encoding, scalar_tensors and block [0], a forall
+  /// launch).
   void launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,
-              at::TensorList inputs, c10::ArrayRef<c10::Scalar> scalars, c10::IntArrayRef grid,
-              c10::IntArrayRef block, int64_t shared_mem,
-              const ScalarTensors& scalar_tensors);
+              at::TensorList inputs, c10::IntArrayRef ints, c10::ArrayRef<double> floats,
+              c10::string_view kinds, c10::IntArrayRef grid, c10::IntArrayRef block,
+              int64_t shared_mem, const ScalarTensors& scalar_tensors);
   /// The parameters, one per line, with the role each takes on the op path (for messages).
   std::string describe_params() const;
 
@@ -96,8 +108,9 @@ void ensure_kernel_class();
 using LaunchOpSignature =
     void(const c10::intrusive_ptr<KernelObject>&, const std::optional<at::Tensor>&,
          const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
-         const std::optional<at::Tensor>&, at::TensorList, at::TensorList,
-         c10::ArrayRef<c10::Scalar>, c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt,
+         const std::optional<at::Tensor>&, std::optional<at::TensorList>,
+         std::optional<at::TensorList>, at::OptionalSymIntArrayRef, c10::ArrayRef<double>,
+         c10::string_view, c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt,
          const ScalarTensors&);
 
 /// Launches `kernel` through the cudajit::launch op with its arguments by kind: every tensor

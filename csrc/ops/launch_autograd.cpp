@@ -9,7 +9,7 @@
 // ADInplaceOrView is an error, so the op keeps no kernel there.
 //
 // Without this kernel, torch's boxed autograd fallback would run on every launch, boxing
-// twelve arguments into IValues and unboxing them again (benchmarks/op_overhead.py measures
+// fourteen arguments into IValues and unboxing them again (benchmarks/op_overhead.py measures
 // the op path).
 #include "kernel_object.h"
 
@@ -23,16 +23,17 @@ using torch_cudajit::KernelObject;
 void launch_autograd(c10::DispatchKeySet keys, const c10::intrusive_ptr<KernelObject>& k,
                      const std::optional<at::Tensor>& out0, const std::optional<at::Tensor>& out1,
                      const std::optional<at::Tensor>& out2, const std::optional<at::Tensor>& out3,
-                     at::TensorList more_outputs, at::TensorList inputs,
-                     c10::ArrayRef<c10::Scalar> scalars, c10::SymIntArrayRef grid,
-                     c10::SymIntArrayRef block, c10::SymInt shared_mem,
+                     std::optional<at::TensorList> more_outputs,
+                     std::optional<at::TensorList> inputs, at::OptionalSymIntArrayRef ints,
+                     c10::ArrayRef<double> floats, c10::string_view kinds,
+                     c10::SymIntArrayRef grid, c10::SymIntArrayRef block, c10::SymInt shared_mem,
                      const torch_cudajit::ScalarTensors& scalar_tensors) {
   // The guard covers whatever the keys below dispatch in turn; the key set spares recomputing
-  // the dispatch keys of twelve arguments for this call.
+  // the dispatch keys of fourteen arguments for this call.
   at::AutoDispatchBelowADInplaceOrView below;
   torch_cudajit::launch_op().redispatch(keys & c10::after_ADInplaceOrView_keyset, k, out0, out1,
-                                        out2, out3, more_outputs, inputs, scalars, grid, block,
-                                        std::move(shared_mem), scalar_tensors);
+                                        out2, out3, more_outputs, inputs, ints, floats, kinds,
+                                        grid, block, std::move(shared_mem), scalar_tensors);
 }
 
 }  // namespace

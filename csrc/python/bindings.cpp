@@ -349,16 +349,16 @@ struct OpLauncher {
                      roles.size(), " argument(s), got ", n, ".");
     std::optional<at::Tensor> slots[kOpOutputSlots];
     c10::SmallVector<at::Tensor, 4> more, inputs;
-    c10::SmallVector<c10::Scalar, 4> scalars;
+    OpNumbers numbers;
     size_t n_out = 0;
     for (size_t i = 0; i < n; ++i) {
       PyObject* o = PyTuple_GET_ITEM(args, i);
       if (roles[i] == OpRole::kScalar) {
-        if (PyBool_Check(o)) scalars.emplace_back(o == Py_True);
-        else if (PyLong_Check(o)) scalars.emplace_back(static_cast<int64_t>(PyLong_AsLongLong(o)));
-        else if (PyFloat_Check(o)) scalars.emplace_back(PyFloat_AS_DOUBLE(o));
+        if (PyBool_Check(o)) numbers.add(o == Py_True);
+        else if (PyLong_Check(o)) numbers.add(static_cast<int64_t>(PyLong_AsLongLong(o)));
+        else if (PyFloat_Check(o)) numbers.add(PyFloat_AS_DOUBLE(o));
         else if (PyComplex_Check(o))
-          scalars.emplace_back(c10::complex<double>(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)));
+          numbers.add(c10::complex<double>(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)));
         else
           TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", params[i].name, "' of kernel '",
                            kernel->name(), "' takes a number on the op path; got ",
@@ -374,8 +374,9 @@ struct OpLauncher {
       else if (n_out < kOpOutputSlots) slots[n_out++] = t;
       else more.push_back(t);
     }
-    launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], more, inputs, scalars, grid,
-                     block, shared_mem, ScalarTensors());
+    launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], at::TensorList(more),
+                     at::TensorList(inputs), c10::fromIntArrayRefSlow(numbers.ints),
+                     numbers.floats, numbers.kinds, grid, block, shared_mem, ScalarTensors());
   }
 };
 

@@ -65,16 +65,11 @@ int bench(torch::jit::Module& model) {
     native_error |= launch_native_axpy(out.data_ptr<float>(), x.data_ptr<float>(),
                                        y.data_ptr<float>(), 2.0f, n, grid, block, stream);
   };
-  const auto& op = torch_cudajit::launch_op();
   auto kernel = model.attr("axpy").toCustomClass<torch_cudajit::KernelObject>();
-  const std::vector<at::Tensor> inputs = {x, y};
+  const std::vector<at::Tensor> tensors = {out, x, y};
   const std::vector<c10::Scalar> scalars = {2.0};
-  const std::vector<c10::SymInt> g = {c10::SymInt(grid)}, b = {c10::SymInt(block)};
-  const std::optional<at::Tensor> out_slot = out, none;
-  auto through_op = [&] {
-    op.call(kernel, out_slot, none, none, none, {}, inputs, scalars, g, b, c10::SymInt(0),
-            torch_cudajit::ScalarTensors());
-  };
+  const std::vector<int64_t> g = {grid}, b = {block};
+  auto through_op = [&] { torch_cudajit::launch_through_op(kernel, g, b, tensors, scalars); };
   // Same results first: the op path and the native kernel compute the same thing.
   through_op();
   at::Tensor ours = out.clone();

@@ -2,8 +2,6 @@
 op family, so that torch.jit.script compiles it and a C++ program runs it without Python."""
 from __future__ import annotations
 
-from typing import List
-
 import torch
 
 import torch_cudajit as cj
@@ -29,21 +27,19 @@ __global__ void row_scale(cj::Array<T, 2> out, cj::Array<const T, 2> x, cj::Arra
 class DeployModel(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.axpy = cj.jit(AXPY).script_object
-        self.row_scale = cj.jit(ROW_SCALE).script_object
+        # Scripting stores each Kernel's script object (torch.classes.cudajit.Kernel); its
+        # launch method reads from the kernel which tensors are written.
+        self.axpy = cj.jit(AXPY)
+        self.row_scale = cj.jit(ROW_SCALE)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
         n = x.numel()
         h = torch.empty(n, device=x.device, dtype=x.dtype)  # axpy's arrays are rank 1
-        scalars: List[number] = [alpha]  # noqa: F821  (TorchScript's number type)
-        torch.ops.cudajit.launch(self.axpy, h, None, None, None, [], [x.view(-1), y.view(-1)],
-                                 scalars, [(n + 255) // 256], [256], 0)
+        self.axpy.launch([(n + 255) // 256], [256], [h, x.view(-1), y.view(-1)], [alpha])
         m = h.view(x.size(0), x.size(1)).t()  # a strided view
         out = torch.empty(m.size(0), m.size(1), device=x.device, dtype=x.dtype)
         scale = torch.arange(1, m.size(0) + 1, device=x.device, dtype=x.dtype)
-        no_scalars: List[number] = []  # noqa: F821  (an empty list is List[Tensor] otherwise)
-        torch.ops.cudajit.launch(self.row_scale, out, None, None, None, [], [m, scale], no_scalars,
-                                 [(m.size(1) + 127) // 128, m.size(0)], [128], 0)
+        self.row_scale.launch([(m.size(1) + 127) // 128, m.size(0)], [128], [out, m, scale])
         return out
 
 

@@ -55,6 +55,17 @@ TEST(OpsTest, RolesFollowConstness) {
   EXPECT_EQ(k->name(), "axpy");
 }
 
+// Numbers keep their kind on the op path: the kind can decide a template argument.
+TEST(OpsTest, NumbersEncodeKindAndValue) {
+  OpNumbers n;
+  for (const c10::Scalar& s : {c10::Scalar(true), c10::Scalar(int64_t{7}), c10::Scalar(1.5),
+                               c10::Scalar(c10::complex<double>(2.0, -3.0)), c10::Scalar(false)})
+    n.add(s);
+  EXPECT_EQ(n.kinds, "bifcb");
+  EXPECT_EQ(n.ints, (std::vector<int64_t>{1, 7, 0}));
+  EXPECT_EQ(n.floats, (std::vector<double>{1.5, 2.0, -3.0}));
+}
+
 TEST(OpsTest, StateRoundTripsAndFingerprints) {
   auto k = make_axpy({"-DA=1"});
   KernelObject copy(k->state());
@@ -71,16 +82,16 @@ TEST(OpsTest, LaunchChecksArgumentCounts) {
   const std::optional<at::Tensor> out = x, none;
   const std::optional<at::Tensor>* slots[4] = {&out, &none, &none, &none};
   std::vector<at::Tensor> one_input = {x};
-  std::vector<c10::Scalar> scalars = {2.0};
+  std::vector<double> floats = {2.0};
   std::vector<int64_t> grid = {1}, block = {8};
   std::string msg = cjtest::expect_throws<c10::ValueError>(
-      [&] { k->launch(slots, {}, one_input, scalars, grid, block, 0, ScalarTensors()); });
+      [&] { k->launch(slots, {}, one_input, {}, floats, "f", grid, block, 0, ScalarTensors()); });
   CJ_EXPECT_CONTAINS(msg, "got 1 output tensor(s), 1 input tensor(s) and 1 number(s); the kernel takes 1, 2 and 1");
   std::vector<at::Tensor> inputs = {x, x * 2};
   auto y = torch::empty_like(x);
   const std::optional<at::Tensor> out_y = y;
   const std::optional<at::Tensor>* ok[4] = {&out_y, &none, &none, &none};
-  k->launch(ok, {}, inputs, scalars, grid, block, 0, ScalarTensors());
+  k->launch(ok, {}, inputs, {}, floats, "f", grid, block, 0, ScalarTensors());
   EXPECT_TRUE(torch::allclose(y, 2 * x + 2 * x));
 }
 
@@ -93,7 +104,7 @@ TEST(OpsTest, DispatcherCallTracksVersionsAndRefusesGradTensors) {
   auto k = make_axpy();
   auto x = torch::randn({8}, torch::kCUDA), y = torch::randn({8}, torch::kCUDA);
   const std::vector<at::Tensor> inputs = {x, y};
-  const std::vector<c10::Scalar> scalars = {2.0};
+  const std::vector<double> floats = {2.0};
   const std::vector<c10::SymInt> grid = {c10::SymInt(1)}, block = {c10::SymInt(8)};
   const std::optional<at::Tensor> none;
   struct Case {
@@ -115,7 +126,8 @@ TEST(OpsTest, DispatcherCallTracksVersionsAndRefusesGradTensors) {
       c10::AutoGradMode grad_mode(c.grad_mode);
       std::optional<c10::InferenceMode> inference;
       if (c.inference) inference.emplace();
-      op.call(k, slot, none, none, none, {}, inputs, scalars, grid, block, c10::SymInt(0), ScalarTensors());
+      op.call(k, slot, none, none, none, at::TensorList(), at::TensorList(inputs), std::nullopt,
+              floats, "f", grid, block, c10::SymInt(0), ScalarTensors());
     };
     if (c.throws) {
       std::string msg = cjtest::expect_throws<c10::Error>(call);
@@ -140,6 +152,7 @@ TEST(OpsTest, BindingErrorsNameWhatIsWrong) {
   const std::optional<at::Tensor>* slots[4] = {&out, &none, &none, &none};
   const std::vector<at::Tensor> inputs = {x, x};
   const std::vector<c10::Scalar> scalars = {2.0};
+  const std::vector<double> floats = {2.0};
   c10::List<std::optional<at::Tensor>> matrix({std::optional<at::Tensor>(torch::ones({2, 2}))});
   c10::List<std::optional<at::Tensor>> two({std::optional<at::Tensor>(), std::optional<at::Tensor>()});
   struct Case {
@@ -154,12 +167,12 @@ TEST(OpsTest, BindingErrorsNameWhatIsWrong) {
       {"short form, no number", [&] { launch_through_op(k, grid, block, {x, x, x}, {}); },
        "T a (number)"},
       {"scalar tensor of rank 2",
-       [&] { k->launch(slots, {}, inputs, scalars, grid, block, 0, matrix); },
+       [&] { k->launch(slots, {}, inputs, {}, floats, "f", grid, block, 0, matrix); },
        "scalar_tensors[0] must be a 0-d CPU tensor, got shape [2, 2]"},
       {"scalar tensors of the wrong length",
-       [&] { k->launch(slots, {}, inputs, scalars, grid, block, 0, two); },
+       [&] { k->launch(slots, {}, inputs, {}, floats, "f", grid, block, 0, two); },
        "scalar_tensors has 2 entries; it must be None or have one per number (1)"},
-      {"forall with a 2-D grid", [&] { k->launch(slots, {}, inputs, scalars, grid2, forall, 0, ScalarTensors()); },
+      {"forall with a 2-D grid", [&] { k->launch(slots, {}, inputs, {}, floats, "f", grid2, forall, 0, ScalarTensors()); },
        "a forall launch of kernel 'axpy' (block [0]) takes grid [ntasks] with ntasks >= 1, got [2, 2]"},
   };
   for (const Case& c : cases) {

@@ -51,7 +51,7 @@ def test_deploy_model_scripts_and_saves(tmp_path):
     finally:
         sys.path.pop(0)
     scripted = torch.jit.script(DeployModel())
-    assert str(scripted.graph).count("cudajit::launch") == 2
+    assert str(scripted.graph).count('prim::CallMethod[name="launch"]') == 2
     scripted.save(str(tmp_path / "model.pt"))
     loaded = torch.jit.load(str(tmp_path / "model.pt"))
     assert loaded.axpy.name() == "axpy" and loaded.row_scale.name() == "row_scale"

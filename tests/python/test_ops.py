@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-from typing import List
 
 import pytest
 import torch
@@ -52,11 +51,13 @@ def _fresh_dynamo():
 def test_schema_marks_written_tensors():
     schema = str(torch.ops.cudajit.launch.default._schema)
     for part in ("__torch__.torch.classes.cudajit.Kernel k", "Tensor(a!)? out0", "Tensor(d!)? out3",
-                 "Tensor(e!)[] more_outputs", "Tensor[] inputs", "Scalar[] scalars"):
+                 "Tensor(e!)[]? more_outputs", "Tensor[]? inputs", "SymInt[]? ints",
+                 "float[] floats", "str kinds", "Tensor?[]? scalar_tensors=None"):
         assert part in schema, schema
     args = {a.name: a for a in torch.ops.cudajit.launch.default._schema.arguments}
     assert args["out0"].alias_info.is_write
     assert args["inputs"].alias_info is None  # read-only: functionalization never clones it
+    assert torch.Tag.flexible_layout in torch.ops.cudajit.launch.default.tags
 
 
 def test_roles_follow_constness():
@@ -85,9 +86,9 @@ class AxpyModule(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
         out = torch.empty_like(x)
-        scalars: List[number] = [alpha]  # noqa: F821  (TorchScript's number type)
         n = x.size(0)
-        torch.ops.cudajit.launch(self.k, out, None, None, None, [], [x, y], scalars,
+        # The op itself, as a C++ caller sees it: numbers as kinds ('f': one float).
+        torch.ops.cudajit.launch(self.k, out, None, None, None, None, [x, y], None, [alpha], "f",
                                  [(n + 127) // 128], [128], 0)
         return out
 
@@ -249,7 +250,7 @@ def test_compile_traces_keyword_arguments():
 
     code = traced_forward_code(f, torch.randn(N), torch.randn(N))
     assert code.count("cudajit.launch.default") == 1
-    assert "scalars = [2.0]" in code
+    assert "floats = [2.0], kinds = 'f'" in code
 
 
 def test_op_path_argument_errors():
@@ -350,10 +351,21 @@ def test_op_direct_call_checks_counts(device):
     k = cj.jit(AXPY)
     x = torch.randn(8, device=device)
     with pytest.raises(ValueError, match=r"got 1 output tensor\(s\), 1 input tensor\(s\) and 1 "
-                                         r"scalar\(s\); the kernel takes 1, 2 and 1"):
-        torch.ops.cudajit.launch(k.script_object, x, None, None, None, [], [x], [2.0], [1], [8], 0)
+                                         r"number\(s\); the kernel takes 1, 2 and 1"):
+        torch.ops.cudajit.launch(k.script_object, x, None, None, None, [], [x], [], [2.0], "f",
+                                 [1], [8], 0)
     with pytest.raises(ValueError, match="out2 is given but out1 is None"):
-        torch.ops.cudajit.launch(k.script_object, x, None, x, None, [], [x, x], [2.0], [1], [8], 0)
+        torch.ops.cudajit.launch(k.script_object, x, None, x, None, [], [x, x], [], [2.0], "f",
+                                 [1], [8], 0)
+    with pytest.raises(ValueError, match="kinds 'f' needs more entries in floats than its 0"):
+        torch.ops.cudajit.launch(k.script_object, x, None, None, None, [], [x, x], [], [], "f",
+                                 [1], [8], 0)
+    with pytest.raises(ValueError, match="kinds 'f' uses 0 of the 1 ints and 1 of the 1 floats"):
+        torch.ops.cudajit.launch(k.script_object, x, None, None, None, [], [x, x], [3], [2.0], "f",
+                                 [1], [8], 0)
+    with pytest.raises(ValueError, match=r"kinds\[0\] is 'x'; expected 'i', 'b', 'f' or 'c'"):
+        torch.ops.cudajit.launch(k.script_object, x, None, None, None, [], [x, x], [], [2.0], "x",
+                                 [1], [8], 0)
 
 
 @pytest.mark.gpu
@@ -366,11 +378,12 @@ def test_opcheck(device):
     # (fake tensors, AOT dispatch with dynamic shapes, autograd registration) all run.
     torch.library.opcheck(
         torch.ops.cudajit.launch.default,
-        (k.script_object, out, None, None, None, [], [x, y], [2.0], [GRID, 1, 1], [BLOCK, 1, 1], 0),
+        (k.script_object, out, None, None, None, [], [x, y], [], [2.0], "f", [GRID, 1, 1],
+         [BLOCK, 1, 1], 0),
         test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"))
     poison_(out)
-    torch.ops.cudajit.launch.default(k.script_object, out, None, None, None, [], [x, y], [2.0],
-                                     [GRID, 1, 1], [BLOCK, 1, 1], 0)
+    torch.ops.cudajit.launch.default(k.script_object, out, None, None, None, [], [x, y], [], [2.0],
+                                     "f", [GRID, 1, 1], [BLOCK, 1, 1], 0)
     torch.testing.assert_close(out, 2.0 * x + y)
 
 

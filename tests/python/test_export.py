@@ -1,0 +1,105 @@
+"""torch.export and AOTInductor: a module that launches kernels (kernel[grid, block] and forall,
+with int and float numbers) exports to an ExportedProgram whose kernel is a torchbind constant,
+saves and loads as .pt2, and packages with AOTInductor. Exporting and saving run without a GPU;
+running the programs is marked gpu."""
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+import torch_cudajit as cj
+from _support import random_values
+
+AXPY = r"""
+template <typename T>
+__global__ void axpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a, int n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = out[i] + a * x[i];
+}
+"""
+
+# Five written tensors (one in more_outputs), no read-only tensor, no number: the op's lists
+# that AOTInductor's runtime passes as None when empty.
+FILL = r"""
+__global__ void fill(float* a, float* b, float* c, float* d, float* e) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  a[i] = 1.0f; b[i] = 2.0f; c[i] = 3.0f; d[i] = 4.0f; e[i] = 5.0f;
+}
+"""
+
+N = 1000
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.axpy = cj.jit(AXPY)
+        self.fill = cj.jit(FILL)
+
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        n = x.shape[0]
+        self.axpy[(n + 127) // 128, 128](out, x, 2.0, n)
+        self.axpy.forall(n)(out, x, 0.5, n)
+        parts = [torch.empty(128, device=x.device) for _ in range(5)]
+        self.fill[1, 128](*parts)
+        return out * 2 + torch.cat(parts).sum()
+
+
+def reference(x):
+    return (2.5 * x) * 2 + 128 * 15
+
+
+def export(model, x):
+    return torch.export.export(model, (x,))
+
+
+def test_export_keeps_the_kernels_as_torchbind_constants():
+    ep = export(Model(), torch.randn(N))
+    code = ep.graph_module.code
+    assert code.count("torch.ops.cudajit.launch.default") == 3, code
+    assert "[1000], [0]" in code  # forall: the block size is picked when the program runs
+    assert "[x], [1000], [2.0], 'fi'" in code  # numbers: ints, floats, kinds
+    constants = [v for v in ep.constants.values() if isinstance(v, torch.ScriptObject)]
+    assert {c.name() for c in constants} == {"axpy", "fill"}
+
+
+def test_exported_program_saves_and_loads():
+    ep = export(Model(), torch.randn(N))
+    buf = io.BytesIO()
+    torch.export.save(ep, buf)
+    buf.seek(0)
+    loaded = torch.export.load(buf)
+    assert loaded.graph_module.code.count("torch.ops.cudajit.launch.default") == 3
+    names = {c.name() for c in loaded.constants.values() if isinstance(c, torch.ScriptObject)}
+    assert names == {"axpy", "fill"}
+
+
+# -- on the GPU -------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_exported_program_runs_like_eager(device):
+    model = Model()
+    x = random_values((N,), torch.float32, device)
+    eager = model(x)
+    torch.testing.assert_close(eager, reference(x))
+    buf = io.BytesIO()
+    torch.export.save(export(model, x), buf)
+    buf.seek(0)
+    assert torch.equal(torch.export.load(buf).module()(x), eager)
+
+
+@pytest.mark.gpu
+def test_aoti_package_runs_like_eager(device, tmp_path):
+    model = Model()
+    x = random_values((N,), torch.float32, device)
+    eager = model(x)
+    path = torch._inductor.aoti_compile_and_package(export(model, x),
+                                                    package_path=str(tmp_path / "model.pt2"))
+    runner = torch._inductor.aoti_load_package(path)
+    got = runner(x)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    assert torch.equal(got, eager)
