@@ -2,6 +2,8 @@
 // declarations the Clang front end reads (frontend.h).
 #include "reflection.h"
 
+#include "serialize.h"
+
 #include "frontend.h"
 
 #include <c10/util/Exception.h>
@@ -483,59 +485,13 @@ std::string rewrite_layouts(const std::string& source, const std::vector<KernelD
 
 namespace {
 
-// Serialized fields are "<length>:<bytes>", so any text round-trips.
 constexpr const char* kReflectionFormat = "torch_cudajit reflection 1";
-
-class Writer {
- public:
-  Writer& operator<<(const std::string& s) {
-    out_ += std::to_string(s.size()) + ":" + s;
-    return *this;
-  }
-  Writer& operator<<(size_t v) { return *this << std::to_string(v); }
-  Writer& operator<<(bool v) { return *this << std::string(v ? "1" : "0"); }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::string& in) : in_(in) {}
-  std::string text() {
-    const size_t colon = in_.find(':', pos_);
-    TORCH_CHECK_VALUE(colon != std::string::npos && colon > pos_ && colon - pos_ <= 20,
-                      "torch_cudajit: a kernel's serialized reflection is damaged at byte ", pos_,
-                      "; pickle or script the kernel again.");
-    const size_t n = std::stoull(in_.substr(pos_, colon - pos_));
-    TORCH_CHECK_VALUE(n <= in_.size() - colon - 1, "torch_cudajit: a kernel's serialized "
-                      "reflection is truncated at byte ", pos_, "; pickle or script it again.");
-    pos_ = colon + 1 + n;
-    return in_.substr(colon + 1, n);
-  }
-  size_t number() { return std::stoull(text()); }
-  bool flag() { return text() == "1"; }
-  /// An enumerator from 0 to `last`; `what` names the field in the error.
-  template <class E>
-  E enumerator(E last, const char* what) {
-    const size_t v = number();
-    TORCH_CHECK_VALUE(v <= static_cast<size_t>(last), "torch_cudajit: a kernel's serialized "
-                      "reflection has ", what, " ", v, ", expected 0 to ",
-                      static_cast<size_t>(last), "; pickle or script the kernel again.");
-    return static_cast<E>(v);
-  }
-  bool done() const { return pos_ == in_.size(); }
-
- private:
-  const std::string& in_;
-  size_t pos_ = 0;
-};
+constexpr const char* kReflectionWhat = "a kernel's serialized reflection";
 
 }  // namespace
 
 std::string serialize_kernels(const std::vector<KernelDecl>& kernels) {
-  Writer w;
+  detail::Writer w;
   w << std::string(kReflectionFormat) << kernels.size();
   for (const auto& k : kernels) {
     w << k.name << k.qualified_name << k.template_params << k.is_template << k.is_extern_c
@@ -551,7 +507,7 @@ std::string serialize_kernels(const std::vector<KernelDecl>& kernels) {
 }
 
 std::vector<KernelDecl> deserialize_kernels(const std::string& bytes) {
-  Reader r(bytes);
+  detail::Reader r(bytes, kReflectionWhat);
   const std::string format = r.text();
   TORCH_CHECK_VALUE(format == kReflectionFormat, "torch_cudajit: a kernel's serialized "
                     "reflection has the format '", format, "', expected '", kReflectionFormat,

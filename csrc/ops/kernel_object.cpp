@@ -2,6 +2,7 @@
 // parameters (see kernel_object.h).
 #include "kernel_object.h"
 
+#include "../serialize.h"
 #include "../sha256.h"
 
 #include <torch/custom_class.h>
@@ -109,9 +110,50 @@ KernelObject::State KernelObject::state() const {
                cache_, link_, program_->filename(), cooperative_, program_->reflection());
 }
 
+namespace {
+constexpr const char* kStateFormat = "torch_cudajit kernel 1";
+constexpr const char* kStateWhat = "a pickled cudajit.Kernel";
+}  // namespace
+
+std::string KernelObject::encode(const State& s) {
+  detail::Writer w;
+  w << std::string(kStateFormat) << std::get<0>(s) << std::get<1>(s) << std::get<2>(s).size();
+  for (const auto& o : std::get<2>(s)) w << o;
+  w << std::get<3>(s) << std::get<4>(s) << std::get<5>(s) << std::get<6>(s) << std::get<7>(s)
+    << std::get<8>(s).size();
+  for (const auto& f : std::get<8>(s)) w << f;
+  w << std::get<9>(s) << std::to_string(std::get<10>(s)) << std::get<11>(s);
+  return w.take();
+}
+
 KernelObject::State KernelObject::state_from(const c10::IValue& pickled) {
+  if (pickled.isString()) {
+    detail::Reader r(pickled.toStringRef(), kStateWhat);
+    const std::string format = r.text();
+    TORCH_CHECK_VALUE(format == kStateFormat, "torch_cudajit: ", kStateWhat, " has the format '",
+                      format, "', expected '", kStateFormat, "'; it is damaged or from a newer "
+                      "torch_cudajit.");
+    State s;
+    std::get<0>(s) = r.text();
+    std::get<1>(s) = r.text();
+    std::get<2>(s).resize(r.number());
+    for (auto& o : std::get<2>(s)) o = r.text();
+    std::get<3>(s) = r.text();
+    std::get<4>(s) = r.flag();
+    std::get<5>(s) = r.flag();
+    std::get<6>(s) = r.text();
+    std::get<7>(s) = r.flag();
+    std::get<8>(s).resize(r.number());
+    for (auto& f : std::get<8>(s)) f = r.text();
+    std::get<9>(s) = r.text();
+    std::get<10>(s) = std::stoll(r.text());
+    std::get<11>(s) = r.text();
+    TORCH_CHECK_VALUE(r.done(), "torch_cudajit: ", kStateWhat, " has trailing bytes; it is "
+                      "damaged.");
+    return s;
+  }
   TORCH_CHECK_VALUE(pickled.isTuple(), "torch_cudajit: a pickled cudajit.Kernel holds a ",
-                    pickled.tagKind(), ", expected a tuple; the archive is damaged.");
+                    pickled.tagKind(), ", expected a string (or a tuple); the archive is damaged.");
   const auto& f = pickled.toTupleRef().elements();
   TORCH_CHECK_VALUE(f.size() == 11 || f.size() == 12, "torch_cudajit: a pickled cudajit.Kernel "
                     "has ", f.size(), " fields, expected 12 (or 11 from before 0.3); the archive "
@@ -275,7 +317,7 @@ void launch_through_op(const c10::intrusive_ptr<KernelObject>& kernel, c10::IntA
                     "order; got ", tensors.size(), " tensor(s) and ", scalars.size(),
                     " number(s). Its parameters:", kernel->describe_params());
   std::optional<at::Tensor> slots[kOpOutputSlots];
-  std::vector<at::Tensor> more, inputs;
+  c10::SmallVector<at::Tensor, 4> more, inputs;
   size_t n_out = 0, t = 0;
   for (OpRole r : roles) {
     if (r == OpRole::kScalar) continue;
@@ -286,8 +328,9 @@ void launch_through_op(const c10::intrusive_ptr<KernelObject>& kernel, c10::IntA
   }
   OpNumbers numbers;
   for (const c10::Scalar& s : scalars) numbers.add(s);
-  launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], more, inputs,
-                   c10::fromIntArrayRefSlow(numbers.ints), numbers.floats, numbers.kinds,
+  launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], at::TensorList(more),
+                   at::TensorList(inputs), c10::fromIntArrayRefSlow(numbers.ints),
+                   c10::ArrayRef<double>(numbers.floats), numbers.kinds,
                    c10::fromIntArrayRefSlow(grid), c10::fromIntArrayRefSlow(block),
                    c10::SymInt(shared_mem), ScalarTensors());
 }
@@ -331,7 +374,7 @@ void ensure_kernel_class() {
                return std::make_tuple(std::make_tuple(std::string("kernel_name"), k->name()),
                                       std::make_tuple(std::string("key"), k->fingerprint()));
              })
-        .def_pickle([](const KernelPtr& k) { return k->state(); },
+        .def_pickle([](const KernelPtr& k) { return KernelObject::encode(k->state()); },
                     [](c10::IValue s) {
                       return c10::make_intrusive<KernelObject>(KernelObject::state_from(s));
                     });

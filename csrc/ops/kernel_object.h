@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Optional.h>
+#include <c10/util/SmallVector.h>
 #include <torch/custom_class.h>
 
 #include <memory>
@@ -33,8 +34,8 @@ using ScalarTensors = std::optional<c10::List<std::optional<at::Tensor>>>;
 /// 'b' and 'f' for int, bool and float, 'c' for complex), and the values go in `ints` (ints and
 /// bools) and `floats` (floats, and complex numbers as real and imaginary part).
 struct OpNumbers {
-  std::vector<int64_t> ints;
-  std::vector<double> floats;
+  c10::SmallVector<int64_t, 8> ints;
+  c10::SmallVector<double, 8> floats;
   std::string kinds;
   /// Appends one number.
   void add(const c10::Scalar& s);
@@ -63,7 +64,12 @@ class KernelObject : public torch::CustomClassHolder {
                bool cache, std::vector<std::string> link, std::string filename,
                int64_t cooperative);
   explicit KernelObject(const State& state);
-  /// The State of a pickled object: a tuple of 12 fields, or of the 11 that came before.
+  /// What the object pickles as: the State in one string (serialize.h). One string, not a
+  /// tuple, because torch.compile and torch.export copy the object through Python, which cannot
+  /// type the tuple's empty lists.
+  static std::string encode(const State& state);
+  /// The State of a pickled object: encode()'s string, or a tuple of 12 fields, or of the 11
+  /// that came before the reflection was kept.
   static State state_from(const c10::IValue& pickled);
 
   State state() const;

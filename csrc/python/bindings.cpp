@@ -376,7 +376,8 @@ struct OpLauncher {
     }
     launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], at::TensorList(more),
                      at::TensorList(inputs), c10::fromIntArrayRefSlow(numbers.ints),
-                     numbers.floats, numbers.kinds, grid, block, shared_mem, ScalarTensors());
+                     c10::ArrayRef<double>(numbers.floats), numbers.kinds, grid, block, shared_mem,
+                     ScalarTensors());
   }
 };
 

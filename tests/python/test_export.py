@@ -95,27 +95,47 @@ def test_exported_program_runs_like_eager(device):
     assert torch.equal(torch.export.load(buf).module()(x), eager)
 
 
-@pytest.mark.gpu
-def test_aoti_package_runs_like_eager(tmp_path):
-    """Packages with AOTInductor and runs the package from Python. It runs in a process of its
-    own: loading a package that crashes (see the README's AOTInductor notes) must fail this test,
-    not end the whole run."""
-    script = f"""
+_AOTI_SCRIPT = """
 import sys, torch
-sys.path.insert(0, {os.path.dirname(__file__)!r})
-from test_export import Model, export, N
+sys.path.insert(0, {tests!r})
 from _support import random_values
-model = Model()
-x = random_values((N,), torch.float32, "cuda")
+x = random_values((1000,), torch.float32, "cuda")
+if {probe!r}:
+    class Plain(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 + 1
+    model = Plain()
+else:
+    from test_export import Model
+    model = Model()
 eager = model(x)
-path = torch._inductor.aoti_compile_and_package(export(model, x),
-                                                package_path={str(tmp_path / "model.pt2")!r})
+path = torch._inductor.aoti_compile_and_package(torch.export.export(model, (x,)),
+                                                package_path={path!r})
 runner = torch._inductor.aoti_load_package(path)
 got = runner(x)
 got = got[0] if isinstance(got, (list, tuple)) else got
 assert torch.equal(got, eager), (got - eager).abs().max()
 print("aoti: bitwise equal to eager")
 """
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+
+
+def _aoti_round_trip(tmp_path, probe: bool):
+    """Packages a model with AOTInductor and runs the package from Python, in a process of its
+    own: a crash while loading must fail a test, not end the whole run."""
+    script = _AOTI_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)), probe=probe,
+                                 path=str(tmp_path / ("plain.pt2" if probe else "model.pt2")))
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.gpu
+def test_aoti_package_runs_like_eager(tmp_path):
+    # AOTInductor itself must work here first: with torch 2.11 on some machines, loading any
+    # package (x * 2 + 1, no kernel of ours) crashes in the package's own std::regex code.
+    plain = _aoti_round_trip(tmp_path, probe=True)
+    if plain.returncode != 0:
+        pytest.skip(f"AOTInductor cannot load a package of plain torch ops on this machine "
+                    f"(exit status {plain.returncode}): {plain.stderr[-500:]}")
+    r = _aoti_round_trip(tmp_path, probe=False)
     assert r.returncode == 0 and "bitwise equal" in r.stdout, (r.returncode, r.stdout[-3000:],
                                                                r.stderr[-3000:])
