@@ -812,7 +812,7 @@ std::pair<int, int64_t> Dispatcher::forall_config(Specialization& spec, int devi
 
 LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchConfig cfg) {
   const auto [block, wave] = forall_config(spec, device);
-  int64_t grid = (cfg.forall_tasks + block - 1) / block;
+  int64_t grid = (cfg.forall_tasks - 1) / block + 1;  // no overflow near INT64_MAX
   if (wave > 0) grid = std::min(grid, wave);
   cfg.grid = {grid, 1, 1};
   cfg.block = {block, 1, 1};
@@ -1159,6 +1159,8 @@ void Dispatcher::launch(const Arg* args, size_t n, const LaunchConfig& cfg) {
   int device = 0;
   SpecKey key = make_key(args, n, &device);
   std::shared_ptr<Specialization> spec = get(key);
+  TORCH_CHECK_VALUE(cfg.forall_tasks >= 0, "torch_cudajit: a forall launch of kernel '",
+                    decl_->name, "' needs ntasks >= 1, got ", cfg.forall_tasks, ".");
   if (cfg.forall_tasks > 0) return launch(*spec, args, n, device, forall_launch(*spec, device, cfg));
   launch(*spec, args, n, device, cfg);
 }

@@ -37,7 +37,8 @@ __global__ void gelu_backward(cj::Array<T, 1> dx, cj::Array<const T, 1> dy,
 def gelu(x: torch.Tensor) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)
-    kernels.gelu_forward.forall(x.numel())(y.view(-1), x.view(-1))
+    if x.numel():
+        kernels.gelu_forward.forall(x.numel())(y.view(-1), x.view(-1))
     return y
 
 
@@ -50,7 +51,8 @@ def _(x):
 def gelu_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     dy, x = dy.contiguous(), x.contiguous()
     dx = torch.empty_like(x)
-    kernels.gelu_backward.forall(x.numel())(dx.view(-1), dy.view(-1), x.view(-1))
+    if x.numel():
+        kernels.gelu_backward.forall(x.numel())(dx.view(-1), dy.view(-1), x.view(-1))
     return dx
 
 

@@ -525,7 +525,8 @@ class _OpIndexer:
 
 class _OpLauncher:
     """kernel[grid, block] as a call of torch.ops.cudajit.launch: written tensors (non-const
-    parameters) in the output slots, read-only tensors in ``inputs``, numbers in ``scalars``.
+    parameters) in the output slots, read-only tensors in ``inputs``, numbers in ``ints`` and
+    ``floats`` with their kinds (see csrc/ops/schemas.cpp).
     With ``forall``, the configuration is (ntasks, 0, ...): the op's block [0] asks it to pick
     the block size when it runs."""
 
@@ -573,6 +574,10 @@ class _OpLauncher:
                     kinds.append("b")
                     ints.append(int(value))
                 elif isinstance(value, int):
+                    if not isinstance(value, torch.SymInt) and value < -(1 << 62):
+                        raise ValueError(f"parameter '{k._params[i].name}' of kernel '{k.name}': "
+                                         f"the op path takes ints from -2^62 up, got {value}; "
+                                         f"pass such a value as a float, or in a tensor")
                     kinds.append("i")
                     ints.append(value)
                 elif isinstance(value, complex):
@@ -581,7 +586,7 @@ class _OpLauncher:
                 else:
                     kinds.append("f")
                     if compiling and not _symbolic_shapes.has_static_value(value):
-                        tensor = torch.zeros((), dtype=torch.float64) + value
+                        tensor = torch.zeros((), dtype=torch.float64, device="cpu") + value
                         value = 0.0
                     floats.append(value)
                 scalar_tensors.append(tensor)

@@ -182,12 +182,14 @@ std::string KernelObject::describe_params() const {
 
 namespace {
 
-// The number a 0-d CPU tensor of scalar_tensors holds.
+// The number a 0-d floating-point CPU tensor of scalar_tensors holds.
 c10::Scalar scalar_of(const at::Tensor& t, size_t j, const std::string& kernel) {
-  TORCH_CHECK_VALUE(t.dim() == 0 && t.device().is_cpu(), "torch_cudajit: cudajit::launch of "
-                    "kernel '", kernel, "': scalar_tensors[", j, "] must be a 0-d CPU tensor, got "
-                    "shape ", t.sizes(), " on ", t.device(), "; pass the number in scalars instead.");
-  return t.item();
+  TORCH_CHECK_VALUE(t.dim() == 0 && t.device().is_cpu() && t.is_floating_point(),
+                    "torch_cudajit: cudajit::launch of kernel '", kernel, "': scalar_tensors[", j,
+                    "] must be a 0-d floating-point CPU tensor, got a ", t.scalar_type(),
+                    " tensor of shape ", t.sizes(), " on ", t.device(), "; put the number in "
+                    "`floats` and leave scalar_tensors[", j, "] None instead.");
+  return c10::Scalar(t.item<double>());
 }
 
 }  // namespace
@@ -197,8 +199,12 @@ void OpNumbers::add(const c10::Scalar& s) {
     kinds += 'b';
     ints.push_back(s.toBool() ? 1 : 0);
   } else if (s.isIntegral(/*includeBool=*/false)) {
+    const int64_t v = s.toLong();
+    // `ints` is SymInt[] (symbolic under torch.compile), which holds ints down to -2^62.
+    TORCH_CHECK_VALUE(c10::SymInt::check_range(v), "torch_cudajit: the op path takes ints from "
+                      "-2^62 up, got ", v, "; pass such a value as a float, or in a tensor.");
     kinds += 'i';
-    ints.push_back(s.toLong());
+    ints.push_back(v);
   } else if (s.isComplex()) {
     kinds += 'c';
     const auto c = s.toComplexDouble();
@@ -311,7 +317,7 @@ void launch_through_op(const c10::intrusive_ptr<KernelObject>& kernel, c10::IntA
   const auto& roles = kernel->roles();
   size_t n_tensors = 0;
   for (OpRole r : roles) n_tensors += r != OpRole::kScalar;
-  TORCH_CHECK_VALUE(tensors.size() == n_tensors && scalars.size() == roles.size() - n_tensors,
+  TORCH_CHECK_TYPE(tensors.size() == n_tensors && scalars.size() == roles.size() - n_tensors,
                     "torch_cudajit: kernel '", kernel->name(), "' takes ", n_tensors,
                     " tensor(s) and ", roles.size() - n_tensors, " number(s), in parameter "
                     "order; got ", tensors.size(), " tensor(s) and ", scalars.size(),
@@ -362,6 +368,8 @@ void ensure_kernel_class() {
         .def("launch_forall",
              [](const KernelPtr& k, int64_t ntasks, std::vector<at::Tensor> tensors,
                 c10::IValue scalars, int64_t shared_mem) {
+               TORCH_CHECK_VALUE(ntasks >= 1, "torch_cudajit: launch_forall of kernel '",
+                                 k->name(), "': ntasks must be >= 1, got ", ntasks, ".");
                launch_through_op(k, {ntasks}, {0}, tensors, numbers_of(scalars, k->name()),
                                  shared_mem);
              },

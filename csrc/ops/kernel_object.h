@@ -20,14 +20,14 @@ namespace torch_cudajit {
 
 /// How the op family passes one kernel parameter: tensors the kernel may write go in the
 /// op's mutable output slots, read-only tensors (const element type) in `inputs`, and numbers
-/// in `scalars`. This is what lets the schema say which tensors are written.
+/// in `ints` and `floats` (see OpNumbers). This is what lets the schema say which tensors are written.
 enum class OpRole : uint8_t { kOutput, kInput, kScalar };
 
 /// The cudajit op's fixed output slots (out0..out3); further outputs go in `more_outputs`.
 constexpr size_t kOpOutputSlots = 4;
 
 /// The op's scalar_tensors argument: none, or one entry per number parameter, where a 0-d CPU
-/// tensor replaces the number in `scalars`.
+/// tensor replaces a float's placeholder in `floats`.
 using ScalarTensors = std::optional<c10::List<std::optional<at::Tensor>>>;
 
 /// Numbers in parameter order as the op takes them: `kinds` has one character per number ('i',

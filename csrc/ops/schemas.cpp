@@ -21,7 +21,7 @@ TORCH_LIBRARY(cudajit, m) {
   // only lists of one element type (not Scalar[]).
   //
   // scalar_tensors, when given, has one entry per number: a 0-d CPU tensor there replaces an
-  // 'f' number's entry in `floats`. torch.compile passes a float that changes between calls
+  // 'f' number's entry in `floats`, which stays there as an ignored placeholder. torch.compile passes a float that changes between calls
   // this way, as a graph input, so that a new value does not recompile the graph.
   //
   // block [0] asks for a forall launch: grid is then [ntasks], and the block size and grid come

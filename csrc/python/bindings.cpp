@@ -331,7 +331,7 @@ PyObject* launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
 }
 
 // kernel.op[grid, block](...) in eager mode: a call of the cudajit::launch op through the C++
-// dispatcher. torch.ops would convert all eleven arguments from Python on every call (most of
+// dispatcher. torch.ops would convert all fourteen arguments from Python on every call (most of
 // that cost is torch's __torch_function__ probe of the kernel object and its argument parsing;
 // benchmarks/op_overhead.py measures it); this converts the kernel object once, when the
 // launcher is made.

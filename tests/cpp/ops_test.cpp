@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -186,20 +187,30 @@ TEST(OpsTest, BindingErrorsNameWhatIsWrong) {
   const std::vector<double> floats = {2.0};
   c10::List<std::optional<at::Tensor>> matrix({std::optional<at::Tensor>(torch::ones({2, 2}))});
   c10::List<std::optional<at::Tensor>> two({std::optional<at::Tensor>(), std::optional<at::Tensor>()});
+  c10::List<std::optional<at::Tensor>> int_tensor(
+      {std::optional<at::Tensor>(torch::tensor(3, torch::kInt64))});
   struct Case {
     const char* name;
     std::function<void()> call;
     const char* message;
+    bool type_error = false;  // c10::TypeError rather than c10::ValueError
   };
   const std::vector<int64_t> grid = {1}, block = {8}, forall = {0}, grid2 = {2, 2};
   const Case cases[] = {
       {"short form, one tensor", [&] { launch_through_op(k, grid, block, {x}, scalars); },
-       "kernel 'axpy' takes 3 tensor(s) and 1 number(s), in parameter order; got 1 tensor(s) and 1 number(s)"},
+       "kernel 'axpy' takes 3 tensor(s) and 1 number(s), in parameter order; got 1 tensor(s) and 1 number(s)",
+       true},
       {"short form, no number", [&] { launch_through_op(k, grid, block, {x, x, x}, {}); },
-       "T a (number)"},
+       "T a (number)", true},
+      {"int below -2^62",
+       [&] { OpNumbers().add(c10::Scalar(std::numeric_limits<int64_t>::min())); },
+       "the op path takes ints from -2^62 up, got -9223372036854775808"},
+      {"integer scalar tensor",
+       [&] { k->launch(slots, {}, inputs, {}, floats, "f", grid, block, 0, int_tensor); },
+       "scalar_tensors[0] must be a 0-d floating-point CPU tensor, got a Long tensor"},
       {"scalar tensor of rank 2",
        [&] { k->launch(slots, {}, inputs, {}, floats, "f", grid, block, 0, matrix); },
-       "scalar_tensors[0] must be a 0-d CPU tensor, got shape [2, 2]"},
+       "scalar_tensors[0] must be a 0-d floating-point CPU tensor, got a Float tensor of shape [2, 2]"},
       {"scalar tensors of the wrong length",
        [&] { k->launch(slots, {}, inputs, {}, floats, "f", grid, block, 0, two); },
        "scalar_tensors has 2 entries; it must be None or have one per number (1)"},
@@ -208,7 +219,9 @@ TEST(OpsTest, BindingErrorsNameWhatIsWrong) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    CJ_EXPECT_CONTAINS(cjtest::expect_throws<c10::ValueError>(c.call), c.message);
+    const std::string msg = c.type_error ? cjtest::expect_throws<c10::TypeError>(c.call)
+                                         : cjtest::expect_throws<c10::ValueError>(c.call);
+    CJ_EXPECT_CONTAINS(msg, c.message);
   }
 }
 

@@ -186,11 +186,14 @@ def test_short_form_errors_name_the_argument():
     with pytest.raises(TypeError, match=r"kernel 'accumulate': scalars\[0\] is a Tensor; scalars "
                                            r"takes numbers"):
         so.launch([1], [4], [x, x], [x])
-    with pytest.raises(ValueError, match=r"kernel 'accumulate' takes 2 tensor\(s\) and 2 "
+    with pytest.raises(TypeError, match=r"kernel 'accumulate' takes 2 tensor\(s\) and 2 "
                                            r"number\(s\), in parameter order; got 1 tensor"):
         so.launch_forall(4, [x], [1.0])
-    with pytest.raises(ValueError, match=r"T a \(number\)"):
+    with pytest.raises(TypeError, match=r"T a \(number\)"):
         so.launch([1], [4], [x, x])
+    with pytest.raises(ValueError, match="launch_forall of kernel 'accumulate': ntasks must be >= 1, "
+                                         "got 0"):
+        so.launch_forall(0, [x, x], [1.0])
 
 
 @pytest.mark.gpu

@@ -118,6 +118,31 @@ def test_changing_numbers_do_not_recompile(dynamic):
     assert "0.1" not in rec.codes[-1] and "0.9" not in rec.codes[-1], rec.codes[-1]
 
 
+def test_changing_floats_stay_on_the_cpu_whatever_the_default_device():
+    """The 0-d tensor a symbolic float travels in is a CPU tensor (the op reads it on the host)
+    even where the default device is another one."""
+    k = cj.jit(AXPY)
+    rec = Recorder()
+    compiled = torch.compile(lambda out, x, a: k.forall(N)(out, x, a, N), backend=rec.backend(),
+                             fullgraph=True)
+    out, x = torch.randn(N), torch.randn(N)
+    with torch.device("meta"):
+        for a in (0.5, 1.5):
+            compiled(out, x, a)
+    assert "scalar_tensors = [" in rec.codes[-1]
+    assert "device = device(type='cpu')" in rec.codes[-1], rec.codes[-1]
+
+
+def test_ints_below_the_symint_range_are_refused():
+    """The op's ints are SymInt[] (from -2^62 up). The launcher torch.compile traces refuses one
+    below, naming the parameter; called outside tracing here, so no Dynamo wraps the error."""
+    from torch_cudajit._kernel import _OpLauncher
+    k = cj.jit(AXPY)
+    with pytest.raises(ValueError, match=r"parameter 'n' of kernel 'axpy': the op path takes ints "
+                                         r"from -2\^62 up, got -9223372036854775808"):
+        _OpLauncher(k, (1, 128))(torch.randn(N), torch.randn(N), 1.0, -(1 << 63))
+
+
 def test_launch_short_form_checks_its_arguments():
     k = cj.jit(AXPY)
     x = torch.randn(4)
