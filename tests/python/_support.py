@@ -14,6 +14,17 @@ __global__ void scale(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
 """
 
 
+#: out += a * x over the first n elements: the op-path tests' common subject (one written
+#: tensor, one read-only tensor, a float and an int).
+ACCUMULATE = r"""
+template <typename T>
+__global__ void accumulate(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a, int n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = out[i] + a * x[i];
+}
+"""
+
+
 # -- dtypes ------------------------------------------------------------------------------------
 
 #: Every dtype a kernel takes, with the name torch_cudajit's signatures use for it.

@@ -13,15 +13,7 @@ import pytest
 import torch
 
 import torch_cudajit as cj
-from _support import random_values
-
-AXPY = r"""
-template <typename T>
-__global__ void axpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a, int n) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i < n) out[i] = out[i] + a * x[i];
-}
-"""
+from _support import ACCUMULATE, random_values
 
 # Five written tensors (one in more_outputs), no read-only tensor, no number: the op's lists
 # that AOTInductor's runtime passes as None when empty.
@@ -38,14 +30,14 @@ N = 1000
 class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.axpy = cj.jit(AXPY)
+        self.accumulate = cj.jit(ACCUMULATE)
         self.fill = cj.jit(FILL)
 
     def forward(self, x):
         out = torch.zeros_like(x)
         n = x.shape[0]
-        self.axpy[(n + 127) // 128, 128](out, x, 2.0, n)
-        self.axpy.forall(n)(out, x, 0.5, n)
+        self.accumulate[(n + 127) // 128, 128](out, x, 2.0, n)
+        self.accumulate.forall(n)(out, x, 0.5, n)
         parts = [torch.empty(128, device=x.device) for _ in range(5)]
         self.fill[1, 128](*parts)
         return out * 2 + torch.cat(parts).sum()
@@ -66,7 +58,7 @@ def test_export_keeps_the_kernels_as_torchbind_constants():
     assert "[1000], [0]" in code  # forall: the block size is picked when the program runs
     assert "[x], [1000], [2.0], 'fi'" in code  # numbers: ints, floats, kinds
     constants = [v for v in ep.constants.values() if isinstance(v, torch.ScriptObject)]
-    assert {c.name() for c in constants} == {"axpy", "fill"}
+    assert {c.name() for c in constants} == {"accumulate", "fill"}
 
 
 def test_exported_program_saves_and_loads():
@@ -77,7 +69,7 @@ def test_exported_program_saves_and_loads():
     loaded = torch.export.load(buf)
     assert loaded.graph_module.code.count("torch.ops.cudajit.launch.default") == 3
     names = {c.name() for c in loaded.constants.values() if isinstance(c, torch.ScriptObject)}
-    assert names == {"axpy", "fill"}
+    assert names == {"accumulate", "fill"}
 
 
 # -- on the GPU -------------------------------------------------------------------------------
@@ -98,7 +90,7 @@ def test_exported_program_runs_like_eager(device):
 _AOTI_SCRIPT = """
 import sys, torch
 sys.path.insert(0, {tests!r})
-from _support import random_values
+from _support import ACCUMULATE, random_values
 x = random_values((1000,), torch.float32, "cuda")
 if {probe!r}:
     class Plain(torch.nn.Module):

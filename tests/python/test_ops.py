@@ -11,7 +11,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 
 import torch_cudajit as cj
-from _support import dtype_params, poison_, random_values
+from _support import ACCUMULATE, dtype_params, poison_, random_values
 
 AXPY = r"""
 template <typename T>
@@ -122,16 +122,6 @@ def test_scripted_module_runs_like_eager(device, dtype):
     torch.testing.assert_close(eager, expected, rtol=2e-3, atol=2e-3)
     assert torch.equal(scripted(x, y, 1.5), eager)
     assert torch.equal(loaded(x, y, 1.5), eager)
-
-
-# A kernel (out += a * x) for the short form scripted modules use.
-ACCUMULATE = r"""
-template <typename T>
-__global__ void accumulate(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a, int n) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i < n) out[i] = out[i] + a * x[i];
-}
-"""
 
 
 class ShortFormModule(torch.nn.Module):

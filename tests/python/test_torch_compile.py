@@ -11,15 +11,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 
 import torch_cudajit as cj
 from torch_cudajit._kernel import SpecializedKernel
-from _support import dtype_params, poison_, random_values
-
-AXPY = r"""
-template <typename T>
-__global__ void axpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a, int n) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i < n) out[i] = out[i] + a * x[i];
-}
-"""
+from _support import ACCUMULATE, dtype_params, random_values
 
 # An optimizer step: every number a Python number that changes from step to step.
 SGD = r"""
@@ -65,7 +57,7 @@ def launches(code: str) -> int:
 @pytest.mark.parametrize("form", ["index", "keywords", "forall", "specialize", "launch",
                                   "launch_forall"])
 def test_every_launch_form_traces_into_one_graph(form):
-    k = cj.jit(AXPY)
+    k = cj.jit(ACCUMULATE)
     if form == "specialize":  # compiled for sm_90 from meta tensors: no GPU needed
         meta = torch.empty(N, device="meta")
         sk = SpecializedKernel(k, k._core.compile((meta, meta, 1.0, N), 90))
@@ -121,7 +113,7 @@ def test_changing_numbers_do_not_recompile(dynamic):
 def test_changing_floats_stay_on_the_cpu_whatever_the_default_device():
     """The 0-d tensor a symbolic float travels in is a CPU tensor (the op reads it on the host)
     even where the default device is another one."""
-    k = cj.jit(AXPY)
+    k = cj.jit(ACCUMULATE)
     rec = Recorder()
     compiled = torch.compile(lambda out, x, a: k.forall(N)(out, x, a, N), backend=rec.backend(),
                              fullgraph=True)
@@ -137,16 +129,16 @@ def test_ints_below_the_symint_range_are_refused():
     """The op's ints are SymInt[] (from -2^62 up). The launcher torch.compile traces refuses one
     below, naming the parameter; called outside tracing here, so no Dynamo wraps the error."""
     from torch_cudajit._kernel import _OpLauncher
-    k = cj.jit(AXPY)
-    with pytest.raises(ValueError, match=r"parameter 'n' of kernel 'axpy': the op path takes ints "
+    k = cj.jit(ACCUMULATE)
+    with pytest.raises(ValueError, match=r"parameter 'n' of kernel 'accumulate': the op path takes ints "
                                          r"from -2\^62 up, got -9223372036854775808"):
         _OpLauncher(k, (1, 128))(torch.randn(N), torch.randn(N), 1.0, -(1 << 63))
 
 
 def test_launch_short_form_checks_its_arguments():
-    k = cj.jit(AXPY)
+    k = cj.jit(ACCUMULATE)
     x = torch.randn(4)
-    with pytest.raises(TypeError, match=r"kernel 'axpy' takes 2 tensor\(s\) and 2 number\(s\), in "
+    with pytest.raises(TypeError, match=r"kernel 'accumulate' takes 2 tensor\(s\) and 2 number\(s\), in "
                                         r"parameter order; got 1 tensor\(s\) and 2 number\(s\)"):
         k.launch([1], [4], [x], [1.0, 4])
     with pytest.raises(TypeError, match="scalars must be a list of the number arguments"):
@@ -162,7 +154,7 @@ def test_launch_short_form_checks_its_arguments():
 @pytest.mark.parametrize("dtype", dtype_params([torch.float32, torch.float64, torch.float16]))
 @pytest.mark.parametrize("form", ["forall", "launch", "launch_forall", "specialize"])
 def test_compiled_forms_match_eager(device, dtype, form):
-    k = cj.jit(AXPY)
+    k = cj.jit(ACCUMULATE)
     n = 3000
     x = random_values((n,), dtype, device)
     base = random_values((n,), dtype, device)
