@@ -10,6 +10,8 @@
 #   sanitizer  compute-sanitizer memcheck over test_launch.py, racecheck and synccheck over the
 #          launch and reliability tests
 #   bandwidth  benchmarks/bandwidth.py --quick with its plot
+#   aoti   examples/aoti: the package loaded from Python (as is, and with the C++ runtime
+#          preloaded) and from C++, then the export, AOTInductor and deploy tests
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
 # PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), CTEST_ARGS ctest ones
@@ -36,9 +38,10 @@ export TORCH_CUDAJIT_LIBCLANG
 TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 echo "== build (extension, and where needed the CMake tree with the C++ tests and the deploy program, in parallel)"
 (MAX_JOBS=10 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1; echo "ext rc $?" >> "$OUT/build.log") &
-if wants all tests pytest ctest final bench ops; then
+if wants all tests pytest ctest final bench ops aoti; then
+  targets=(); wants aoti && targets=(torch_cudajit_aoti torch_cudajit_deploy)
   (cmake -S . -B build/cmake-gpu -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 &&
-   ninja -C build/cmake-gpu -j6 >> "$OUT/cmake.log" 2>&1; echo "cmake rc $?" >> "$OUT/cmake.log") &
+   ninja -C build/cmake-gpu -j6 ${targets[@]+"${targets[@]}"} >> "$OUT/cmake.log" 2>&1; echo "cmake rc $?" >> "$OUT/cmake.log") &
 fi
 wait
 tail -1 "$OUT/build.log"; [[ -f $OUT/cmake.log ]] && tail -1 "$OUT/cmake.log"
@@ -55,6 +58,16 @@ if wants all tests pytest final; then
   wants final && files="tests/python/test_ops.py tests/python/test_deploy.py tests/python/test_launch.py"
   echo "== pytest ($files)"
   python3 -m pytest $files ${PYTEST_ARGS:-} -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -25
+fi
+if wants all aoti; then
+  echo "== AOTInductor example (examples/aoti)"
+  (python3 examples/aoti/package.py /tmp/cj_aoti --run; echo "python, as is: rc $?"
+   LD_PRELOAD=libstdc++.so.6 python3 examples/aoti/package.py /tmp/cj_aoti_pre --run
+   echo "python, C++ runtime preloaded: rc $?"
+   build/cmake-gpu/examples/aoti/torch_cudajit_aoti /tmp/cj_aoti/model.pt2 /tmp/cj_aoti/data.pt
+   echo "C++ AOTIModelPackageLoader: rc $?") 2>&1 | tee "$OUT/aoti.log" | grep -v Warning
+  python3 -m pytest tests/python/test_export.py tests/python/test_deploy.py -m gpu -q \
+    -p no:cacheprovider -rfEs 2>&1 | tee "$OUT/pytest_aoti.log" | tail -8
 fi
 if wants all tests ctest final; then
   filter=(${CTEST_ARGS:-})

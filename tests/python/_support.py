@@ -1,6 +1,9 @@
 """Shared tables and helpers of the torch_cudajit test suite (imported by the test modules)."""
 from __future__ import annotations
 
+import glob
+import os
+
 import pytest
 import torch
 
@@ -219,3 +222,26 @@ __global__ void copy2d(cj::Array<T, 2> out, cj::Array<const T, 2> x) {
   if (i < x.size(0) && j < x.size(1)) out(i, j) = x(i, j);
 }
 """
+
+
+# -- example programs --------------------------------------------------------------------------
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def example_binary(example: str, program: str, env_var: str) -> str:
+    """The newest build of an examples/ program: `env_var` when set, else the CMake trees under
+    build/. A GPU machine runs the CMake build before the tests (scripts/test.sh,
+    gpu_check.sh), so a missing program fails the calling test rather than skipping it."""
+    found = os.environ.get(env_var) or next(iter(sorted(
+        glob.glob(os.path.join(REPO, "build", "*", "examples", example, program)),
+        key=os.path.getmtime, reverse=True)), None)
+    assert found is not None, (f"examples/{example} is not built: run the CMake build of "
+                               f"scripts/test.sh, or set {env_var} to the program")
+    return found
+
+
+def environment_without_python(env: dict) -> dict:
+    """`env` less what points a process at Python or libclang: the C++ example programs run
+    without either."""
+    return {k: v for k, v in env.items() if k not in ("PYTHONPATH", "TORCH_CUDAJIT_LIBCLANG")}

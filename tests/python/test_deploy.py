@@ -3,32 +3,18 @@ and reproduces the Python output bit for bit. CI builds the program (scripts/tes
 CMake); running it needs a GPU."""
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def deploy_binary():
-    env = os.environ.get("TORCH_CUDAJIT_DEPLOY_BIN")
-    if env:
-        return env
-    found = sorted(glob.glob(os.path.join(REPO, "build", "*", "examples", "deploy",
-                                          "torch_cudajit_deploy")), key=os.path.getmtime)
-    return found[-1] if found else None
+from _support import REPO, environment_without_python, example_binary
 
 
 @pytest.mark.gpu
 def test_cpp_program_reproduces_python_bitwise(tmp_path):
-    binary = deploy_binary()
-    # A GPU machine runs the CMake build (scripts/test.sh, gpu_check.sh) before the tests: a
-    # missing program is a failure, not a reason to skip.
-    assert binary is not None, ("examples/deploy is not built: run the CMake build of "
-                                "scripts/test.sh, or set TORCH_CUDAJIT_DEPLOY_BIN to the program")
+    binary = example_binary("deploy", "torch_cudajit_deploy", "TORCH_CUDAJIT_DEPLOY_BIN")
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     subprocess.run([sys.executable, os.path.join(REPO, "examples", "deploy", "export.py"),
                     str(tmp_path)], check=True, env=env, timeout=300)
@@ -36,8 +22,7 @@ def test_cpp_program_reproduces_python_bitwise(tmp_path):
     # reflection, so loading it reads no source.
     r = subprocess.run([binary, str(tmp_path / "model.pt"), str(tmp_path / "data.pt")],
                        capture_output=True, text=True, timeout=300,
-                       env={k: v for k, v in env.items()
-                            if k not in ("PYTHONPATH", "TORCH_CUDAJIT_LIBCLANG")})
+                       env=environment_without_python(env))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "bitwise identical to Python: yes" in r.stdout
 
