@@ -10,8 +10,7 @@
 #   sanitizer  compute-sanitizer memcheck over test_launch.py, racecheck and synccheck over the
 #          launch and reliability tests
 #   bandwidth  benchmarks/bandwidth.py --quick with its plot
-#   aoti   examples/aoti: the package loaded from Python (as is, and with the C++ runtime
-#          preloaded) and from C++, then the export, AOTInductor and deploy tests
+#   aoti   the export, AOTInductor (Python and examples/aoti) and deploy tests
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
 # PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), CTEST_ARGS ctest ones
@@ -60,14 +59,9 @@ if wants all tests pytest final; then
   python3 -m pytest $files ${PYTEST_ARGS:-} -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -25
 fi
 if wants all aoti; then
-  echo "== AOTInductor example (examples/aoti)"
-  (python3 examples/aoti/package.py /tmp/cj_aoti --run; echo "python, as is: rc $?"
-   LD_PRELOAD=libstdc++.so.6 python3 examples/aoti/package.py /tmp/cj_aoti_pre --run
-   echo "python, C++ runtime preloaded: rc $?"
-   build/cmake-gpu/examples/aoti/torch_cudajit_aoti /tmp/cj_aoti/model.pt2 /tmp/cj_aoti/data.pt
-   echo "C++ AOTIModelPackageLoader: rc $?") 2>&1 | tee "$OUT/aoti.log" | grep -v Warning
-  python3 -m pytest tests/python/test_export.py tests/python/test_deploy.py -m gpu -q \
-    -p no:cacheprovider -rfEs 2>&1 | tee "$OUT/pytest_aoti.log" | tail -8
+  echo "== AOTInductor and deploy examples (test_export.py, test_deploy.py)"
+  python3 -m pytest tests/python/test_export.py tests/python/test_deploy.py -m gpu -v \
+    -p no:cacheprovider -rfEs 2>&1 | tee "$OUT/pytest_aoti.log" | tail -12
 fi
 if wants all tests ctest final; then
   filter=(${CTEST_ARGS:-})

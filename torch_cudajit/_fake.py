@@ -33,6 +33,22 @@ class FakeKernel:
         raise RuntimeError("cudajit::Kernel.source() is not available while tracing; read it "
                            "from the kernel before torch.compile")
 
+    # The script object's short forms. Tracing records launches as cudajit::launch calls, which
+    # the Python Kernel's launch methods make; a method call on the script object would be
+    # recorded as an opaque torchbind call whose writes tracing cannot see.
+    def launch(self, grid, block, tensors, scalars=None, shared_mem=0):
+        _refuse_method(self.kernel_name, "launch")
+
+    def launch_forall(self, ntasks, tensors, scalars=None, shared_mem=0):
+        _refuse_method(self.kernel_name, "launch_forall")
+
+
+def _refuse_method(kernel: str, method: str):
+    raise RuntimeError(f"kernel '{kernel}': the script object's {method}() cannot be traced by "
+                       f"torch.compile or torch.export; call {method}() on the Python Kernel "
+                       f"(torch_cudajit.jit(...)), or kernel[grid, block](...), which trace as "
+                       f"cudajit::launch")
+
 
 @torch.library.register_fake("cudajit::launch")
 def _launch_fake(k, out0, out1, out2, out3, more_outputs, inputs, ints, floats, kinds, grid, block,

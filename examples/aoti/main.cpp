@@ -11,9 +11,11 @@
 
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/cuda.h>
-#include <torch/script.h>
+#include <torch/serialize.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 int main(int argc, char** argv) {
@@ -26,9 +28,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no CUDA device: the package's kernels need a GPU\n");
     return 3;
   }
-  torch::jit::Module data = torch::jit::load(argv[2]);
-  const at::Tensor x = data.attr("x").toTensor();
-  const at::Tensor expected = data.attr("expected").toTensor();
+  std::ifstream file(argv[2], std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
+                                std::istreambuf_iterator<char>());
+  const c10::Dict<c10::IValue, c10::IValue> data = torch::pickle_load(bytes).toGenericDict();
+  const at::Tensor x = data.at("x").toTensor().cuda();
+  const at::Tensor expected = data.at("expected").toTensor();
 
   torch::inductor::AOTIModelPackageLoader loader(argv[1]);
   const std::vector<at::Tensor> outputs = loader.run({x});
@@ -36,7 +41,7 @@ int main(int argc, char** argv) {
     std::printf("FAIL: the package returned %zu outputs, expected 1\n", outputs.size());
     return 1;
   }
-  const at::Tensor& out = outputs[0];
+  const at::Tensor out = outputs[0].cpu();
   const bool identical = out.sizes() == expected.sizes() && torch::equal(out, expected);
   std::printf("output %s, sum %.6f; bitwise identical to eager Python: %s\n",
               c10::str(out.sizes()).c_str(), out.sum().item<double>(), identical ? "yes" : "NO");

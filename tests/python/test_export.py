@@ -87,26 +87,30 @@ def test_exported_program_runs_like_eager(device):
     assert torch.equal(torch.export.load(buf).module()(x), eager)
 
 
-_AOTI_SCRIPT = """
+# Packages both models in one process (the compile is the slow part), saving each package
+# beside its input and eager output; loading runs in processes of their own, below.
+_AOTI_PACKAGE_SCRIPT = """
 import sys, torch
 sys.path.insert(0, {tests!r})
-from _support import ACCUMULATE, random_values
+from _support import random_values
+from test_export import Model
+class Plain(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 + 1
 x = random_values((1000,), torch.float32, "cuda")
-if {probe!r}:
-    class Plain(torch.nn.Module):
-        def forward(self, x):
-            return x * 2 + 1
-    model = Plain()
-else:
-    from test_export import Model
-    model = Model()
-eager = model(x)
-path = torch._inductor.aoti_compile_and_package(torch.export.export(model, (x,)),
-                                                package_path={path!r})
-runner = torch._inductor.aoti_load_package(path)
-got = runner(x)
+for name, model in (("plain", Plain()), ("model", Model())):
+    path = torch._inductor.aoti_compile_and_package(torch.export.export(model, (x,)),
+                                                    package_path=f"{folder}/{{name}}.pt2")
+    torch.save({{"x": x, "eager": model(x)}}, f"{folder}/{{name}}.data")
+"""
+
+_AOTI_LOAD_SCRIPT = """
+import sys, torch
+import torch_cudajit
+data = torch.load("{folder}/{name}.data")
+got = torch._inductor.aoti_load_package("{folder}/{name}.pt2")(data["x"])
 got = got[0] if isinstance(got, (list, tuple)) else got
-assert torch.equal(got, eager), (got - eager).abs().max()
+assert torch.equal(got, data["eager"]), (got - data["eager"]).abs().max()
 print("aoti: bitwise equal to eager")
 """
 
@@ -116,30 +120,31 @@ print("aoti: bitwise equal to eager")
 _PRELOAD_CXX_RUNTIME = {"LD_PRELOAD": "libstdc++.so.6"}
 
 
-def _aoti_round_trip(tmp_path, probe: bool, extra_env: dict):
-    """Packages a model with AOTInductor and runs the package from Python, in a process of its
-    own: a crash while loading must fail a test, not end the whole run."""
-    script = _AOTI_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)), probe=probe,
-                                 path=str(tmp_path / ("plain.pt2" if probe else "model.pt2")))
+def _python(script: str, extra_env=None):
+    """Runs `script` in a Python process of its own: a crash while loading a package must fail
+    a test, not end the whole run."""
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ, **extra_env))
-
-
-def _aoti_environment(tmp_path) -> dict:
-    """What a process needs for AOTInductor to load a package of plain torch ops here: nothing,
-    or the C++ runtime preloaded. Skips when neither works: then AOTInductor itself is broken."""
-    errors = []
-    for extra_env in ({}, _PRELOAD_CXX_RUNTIME):
-        r = _aoti_round_trip(tmp_path, probe=True, extra_env=extra_env)
-        if r.returncode == 0:
-            return extra_env
-        errors.append(f"{extra_env or 'as is'}: exit status {r.returncode}, {r.stderr[-300:]}")
-    pytest.skip("AOTInductor cannot load a package of plain torch ops here: " + "; ".join(errors))
+                          timeout=600, env=dict(os.environ, **(extra_env or {})))
 
 
 @pytest.mark.gpu
 def test_aoti_package_runs_like_eager(tmp_path):
-    r = _aoti_round_trip(tmp_path, probe=False, extra_env=_aoti_environment(tmp_path))
+    folder = str(tmp_path)
+    r = _python(_AOTI_PACKAGE_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)),
+                                            folder=folder))
+    assert r.returncode == 0, (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
+    # First what a process needs for AOTInductor to load a package of plain torch ops here:
+    # nothing, or the C++ runtime preloaded. Neither working means AOTInductor itself is broken.
+    errors = []
+    for extra_env in ({}, _PRELOAD_CXX_RUNTIME):
+        r = _python(_AOTI_LOAD_SCRIPT.format(folder=folder, name="plain"), extra_env)
+        if r.returncode == 0:
+            break
+        errors.append(f"{extra_env or 'as is'}: exit status {r.returncode}, {r.stderr[-300:]}")
+    else:
+        pytest.skip("AOTInductor cannot load a package of plain torch ops here: " +
+                    "; ".join(errors))
+    r = _python(_AOTI_LOAD_SCRIPT.format(folder=folder, name="model"), extra_env)
     assert r.returncode == 0 and "bitwise equal" in r.stdout, (r.returncode, r.stdout[-3000:],
                                                                r.stderr[-3000:])
 
@@ -170,3 +175,28 @@ def test_aoti_example_exports():
     assert ep.graph_module.code.count("torch.ops.cudajit.launch.default") == 2
     names = {c.name() for c in ep.constants.values() if isinstance(c, torch.ScriptObject)}
     assert names == {"rms_norm", "add_bias"}
+
+
+class _ScriptObjectLaunch(torch.nn.Module):
+    """Holds the script object itself, not the Python Kernel, and calls its short form."""
+
+    def __init__(self, method: str):
+        super().__init__()
+        self.k = cj.jit(ACCUMULATE)._c
+        self.method = method
+
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        if self.method == "launch":
+            self.k.launch([4], [256], [out, x], [2.0, x.shape[0]])
+        else:
+            self.k.launch_forall(x.shape[0], [out, x], [2.0, x.shape[0]])
+        return out
+
+
+@pytest.mark.parametrize("method", ["launch", "launch_forall"])
+def test_script_object_short_form_is_refused_by_export_with_what_to_call(method):
+    with pytest.raises(RuntimeError, match=rf"kernel 'accumulate': the script object's "
+                                           rf"{method}\(\) cannot be traced.*call {method}\(\) on "
+                                           rf"the Python Kernel"):
+        export(_ScriptObjectLaunch(method), torch.randn(N))
