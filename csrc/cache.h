@@ -1,14 +1,11 @@
-// torch_cudajit: the persistent (disk) tier of the kernel cache. Each compile of a Program is
-// stored as one file named by a SHA-256 key over everything that changes the binary: the
-// generated source, the contents of the headers it includes, the name expressions, the
-// canonical NVRTC options, the target and the NVRTC version. Reads take no lock; a miss takes
-// a per-key file lock (flock, released by the kernel if the holder dies) so that processes
-// starting together compile each specialization once. Files are written atomically (temporary
-// file + rename), carry a hash of their own contents, and are only loaded when owned by the
-// current user.
+// torch_cudajit: the persistent (disk) tier of the kernel cache, a byte store. Each record is
+// one file named by its key (64 hex characters, computed beside the compiler: cache_key.h);
+// what the bytes hold is the caller's business (compile_cache.h). Reads take no lock; a miss
+// takes a per-key file lock (flock, released by the kernel if the holder dies) so that
+// processes starting together compile each specialization once. Files are written atomically
+// (temporary file + rename), carry a hash of their own contents, and are only loaded when owned
+// by the current user.
 #pragma once
-
-#include "program.h"
 
 #include <atomic>
 #include <cstdint>
@@ -60,19 +57,14 @@ class DiskCache {
   /// Re-reads the settings from the environment.
   void reset_from_environment();
 
-  /// The cache key (64 hex characters) of compiling `requests` of `program` with `options`, or
-  /// "" when the source (or a header it reads) names a header through a macro (#include HDR,
-  /// __has_include(HDR)): then the key could not cover every file the compiler reads, the compile
-  /// must bypass the disk cache, and `inexact` (when given) receives the directive. Computing
-  /// it never loads NVRTC.
-  std::string key(const Program& program, const std::vector<InstantiationRequest>& requests,
-                  const CompileOptions& options, std::string* inexact = nullptr) const;
-
-  /// The cached compile for a key, or nothing. A damaged, foreign or wrongly owned file is
+  /// The record stored under a key, or nothing. A damaged, foreign or wrongly owned file is
   /// ignored with one warning (and replaced by the next store).
-  std::optional<CompiledProgram> load(const std::string& key);
-  /// Stores a compile atomically, then evicts least-recently-used entries over the bound.
-  void store(const std::string& key, const CompiledProgram& compiled);
+  std::optional<std::string> load(const std::string& key);
+  /// Stores a record atomically, then evicts least-recently-used entries over the bound.
+  void store(const std::string& key, const std::string& record);
+  /// Warns once that the record under `key` is unusable (`problem` says why, e.g. "does not
+  /// hold this kernel"); the next store replaces it.
+  void reject(const std::string& key, const std::string& problem);
 
   /// Warns once per process with this text.
   void warn_once(const std::string& what);
@@ -116,25 +108,10 @@ class DiskCache {
 
   mutable std::mutex mutex_;
   CacheSettings settings_;
+  void reject_file(const std::string& path, const std::string& problem);
   std::string checked_dir_;  ///< the folder usable_dir last approved
   std::vector<std::string> warned_;
   CacheCounters counters_;
 };
-
-/// Serializes a compile to the cache file payload (exposed for tests).
-std::string serialize_compiled(const std::string& key, const CompiledProgram& compiled);
-/// Parses a payload; nothing when it is malformed or was stored under another key.
-std::optional<CompiledProgram> deserialize_compiled(const std::string& key, const std::string& payload);
-
-/// What the disk cache did for one compile.
-enum class CacheOutcome { kBypassed, kHit, kMiss };
-
-/// Compiles through the cache: loads a stored compile when there is one, else takes the key's
-/// lock, compiles and stores. The cache is bypassed when `use_cache` is false, when it is
-/// disabled, or when its folder cannot be used.
-CompiledProgram compile_cached(const Program& program,
-                               const std::vector<InstantiationRequest>& requests,
-                               const CompileOptions& options, bool use_cache,
-                               CacheOutcome* outcome = nullptr);
 
 }  // namespace torch_cudajit

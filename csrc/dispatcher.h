@@ -4,6 +4,7 @@
 #pragma once
 
 #include "cache.h"
+#include "compile_cache.h"
 #include "module.h"
 #include "program.h"
 #include "specialization.h"

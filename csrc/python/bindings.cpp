@@ -13,6 +13,7 @@
 
 #include <torch/csrc/jit/python/pybind_utils.h>
 
+#include "../cache.h"
 #include "../cuda_api.h"
 #include "../ops/kernel_object.h"
 

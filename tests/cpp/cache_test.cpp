@@ -2,6 +2,8 @@
 // does not), the file format (round trip, damage), hits and misses of compile_cached, and the
 // size bound. Compiles to CUBIN for sm_90, so no GPU is needed.
 #include "cache.h"
+#include "cache_key.h"
+#include "compile_cache.h"
 
 #include "test_util.h"
 
@@ -85,10 +87,9 @@ class CacheTest : public ::testing::Test {
 TEST_F(CacheTest, KeyIgnoresOptionOrderButNotOptions) {
   Program program(kScale);
   const auto req = requests_for(TypeCode::kFloat);
-  DiskCache& c = DiskCache::instance();
-  const std::string base = c.key(program, req, options_with({"-DA=1", "-DB=2"}));
+  const std::string base = compile_key(program, req, options_with({"-DA=1", "-DB=2"}));
   EXPECT_EQ(base.size(), 64u);
-  EXPECT_EQ(c.key(program, req, options_with({"-DB=2", "-DA=1"})), base);
+  EXPECT_EQ(compile_key(program, req, options_with({"-DB=2", "-DA=1"})), base);
   struct Case {
     const char* what;
     std::string key;
@@ -100,12 +101,12 @@ TEST_F(CacheTest, KeyIgnoresOptionOrderButNotOptions) {
   CompileOptions cxx20 = options_with({"-DA=1", "-DB=2"});
   cxx20.std = "c++20";
   const Case changed[] = {
-      {"another define", c.key(program, req, options_with({"-DA=1", "-DB=3"}))},
-      {"debug", c.key(program, req, debug)},
-      {"another architecture", c.key(program, req, sm80)},
-      {"another standard", c.key(program, req, cxx20)},
-      {"another specialization", c.key(program, requests_for(TypeCode::kDouble), options_with({"-DA=1", "-DB=2"}))},
-      {"another source", c.key(Program(std::string(kScale) + "\n// edited\n"), req, options_with({"-DA=1", "-DB=2"}))},
+      {"another define", compile_key(program, req, options_with({"-DA=1", "-DB=3"}))},
+      {"debug", compile_key(program, req, debug)},
+      {"another architecture", compile_key(program, req, sm80)},
+      {"another standard", compile_key(program, req, cxx20)},
+      {"another specialization", compile_key(program, requests_for(TypeCode::kDouble), options_with({"-DA=1", "-DB=2"}))},
+      {"another source", compile_key(Program(std::string(kScale) + "\n// edited\n"), req, options_with({"-DA=1", "-DB=2"}))},
   };
   for (const auto& k : changed) {
     SCOPED_TRACE(k.what);
@@ -122,12 +123,11 @@ TEST_F(CacheTest, KeyFollowsIncludedHeadersAndIncludeOrder) {
   write_text(root + "/b/outer.h", "#define V 2\n");
   Program program("#include \"outer.h\"\n__global__ void k(float* o) { o[0] = V; }\n");
   const std::vector<InstantiationRequest> req = {{"k", make_spec_key(90, {tensor_sig(TypeCode::kFloat, 1)}), ""}};
-  DiskCache& c = DiskCache::instance();
-  const std::string ab = c.key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"}));
-  EXPECT_EQ(c.key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"})), ab);
-  EXPECT_NE(c.key(program, req, options_with({"-I" + root + "/b", "-I" + root + "/a"})), ab);
+  const std::string ab = compile_key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"}));
+  EXPECT_EQ(compile_key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"})), ab);
+  EXPECT_NE(compile_key(program, req, options_with({"-I" + root + "/b", "-I" + root + "/a"})), ab);
   write_text(root + "/a/inner.h", "#define V 3\n");  // a header included by a header
-  EXPECT_NE(c.key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"})), ab);
+  EXPECT_NE(compile_key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"})), ab);
 }
 
 TEST_F(CacheTest, SerializationRoundTrips) {
@@ -181,7 +181,7 @@ TEST_F(CacheTest, DamagedFilesAreIgnored) {
   Program program(kScale);
   const auto req = requests_for(TypeCode::kFloat);
   DiskCache& c = DiskCache::instance();
-  const std::string key = c.key(program, req, options_with({}));
+  const std::string key = compile_key(program, req, options_with({}));
   compile_cached(program, req, options_with({}), true);
   const std::string path = dir_ + "/" + key + ".cj";
   std::string good;
@@ -204,6 +204,35 @@ TEST_F(CacheTest, DamagedFilesAreIgnored) {
   EXPECT_TRUE(c.load(key).has_value());
   chmod(path.c_str(), 0666);
   EXPECT_FALSE(c.load(key).has_value()) << "writable by others";
+}
+
+TEST_F(CacheTest, StoreHoldsAnyBytesUnderAKey) {
+  DiskCache& c = DiskCache::instance();
+  const std::string key(64, 'a');
+  const std::string record("\0binary\xff record\n", 18);
+  EXPECT_FALSE(c.load(key).has_value());
+  c.store(key, record);
+  const std::optional<std::string> back = c.load(key);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, record);
+}
+
+TEST_F(CacheTest, RecordOfAnotherKindIsCompiledAgainAndReplaced) {
+  // A file that passes the store's checks but holds no compile of this program.
+  Program program(kScale);
+  const auto req = requests_for(TypeCode::kFloat);
+  const std::string key = compile_key(program, req, options_with({}));
+  DiskCache& c = DiskCache::instance();
+  c.store(key, "not a compile record");
+  CacheOutcome outcome = CacheOutcome::kBypassed;
+  const CompiledProgram compiled = compile_cached(program, req, options_with({}), true, &outcome);
+  EXPECT_EQ(outcome, CacheOutcome::kMiss);
+  const std::optional<std::string> stored = c.load(key);
+  ASSERT_TRUE(stored.has_value());
+  ASSERT_TRUE(deserialize_compiled(key, *stored).has_value());
+  EXPECT_EQ(deserialize_compiled(key, *stored)->lowered_names, compiled.lowered_names);
+  compile_cached(program, req, options_with({}), true, &outcome);
+  EXPECT_EQ(outcome, CacheOutcome::kHit);
 }
 
 TEST_F(CacheTest, SizeBoundEvictsLeastRecentlyUsed) {

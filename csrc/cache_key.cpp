@@ -1,0 +1,324 @@
+// torch_cudajit: the disk cache's key (see cache_key.h): canonical options, the generated
+// source and every header reachable from it through the include path.
+#include "cache_key.h"
+
+#include "cuda_api.h"
+#include "file_io.h"
+#include "sha256.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+namespace torch_cudajit {
+namespace {
+
+using detail::dirname_of;
+using detail::read_file;
+
+// Salts every key; bump it when the record of a compile (compile_cache.cpp) changes, so that
+// old entries are never read as new ones.
+constexpr uint32_t kKeyVersion = 1;
+
+struct Include {
+  std::string name;
+  bool quoted;
+};
+
+// The text as the preprocessor's directive reader sees it: backslash-newlines joined, comments
+// replaced by a space (string and character literals kept), one entry per logical line.
+std::vector<std::string> logical_lines(const std::string& text) {
+  std::vector<std::string> lines(1);
+  enum { kCode, kLineComment, kBlockComment, kString, kChar } state = kCode;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const char next = i + 1 < text.size() ? text[i + 1] : '\0';
+    if (c == '\\' && (next == '\n' || (next == '\r' && i + 2 < text.size() && text[i + 2] == '\n'))) {
+      i += next == '\r' ? 2 : 1;  // a continuation: the logical line goes on
+      continue;
+    }
+    if (c == '\n') {
+      if (state == kLineComment || state == kString || state == kChar) state = kCode;
+      if (state == kCode) lines.emplace_back();
+      continue;  // a newline inside a block comment keeps the logical line (it is a space)
+    }
+    std::string& line = lines.back();
+    switch (state) {
+      case kCode:
+        if (c == '/' && next == '/') { state = kLineComment; line += ' '; ++i; }
+        else if (c == '/' && next == '*') { state = kBlockComment; line += ' '; ++i; }
+        else { if (c == '"') state = kString; else if (c == '\'') state = kChar; line += c; }
+        break;
+      case kBlockComment:
+        if (c == '*' && next == '/') { state = kCode; ++i; }
+        break;
+      case kLineComment:
+        break;
+      case kString:
+      case kChar:
+        line += c;
+        if (c == '\\' && i + 1 < text.size()) line += text[++i];
+        else if (c == (state == kString ? '"' : '\'')) state = kCode;
+        break;
+    }
+  }
+  return lines;
+}
+
+// Trimmed, for messages.
+std::string trimmed(const std::string& l) {
+  const size_t b = l.find_first_not_of(" \t\r"), e = l.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : l.substr(b, e - b + 1);
+}
+
+// The headers a text reads: #include directives, and the headers whose existence it tests with
+// __has_include. `inexact` receives the first line that names a header through a macro
+// (#include HDR, __has_include(HDR)): what such a text reads depends on the preprocessor, which
+// this scan does not run.
+std::vector<Include> scan_includes(const std::string& text, std::string& inexact) {
+  std::vector<Include> out;
+  auto skip_space = [](const std::string& l, size_t i) {
+    while (i < l.size() && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r')) ++i;
+    return i;
+  };
+  for (const std::string& l : logical_lines(text)) {
+    // __has_include(<name>) reads whether a header exists: the key records that like an
+    // #include (found or not). Only a name given through a macro cannot be resolved.
+    for (size_t at = l.find("__has_include"); at != std::string::npos;
+         at = l.find("__has_include", at + 13)) {
+      size_t j = at + 13;
+      if (l.compare(j, 5, "_next") == 0) j += 5;
+      j = skip_space(l, j);
+      if (j >= l.size() || l[j] != '(') continue;  // defined(__has_include)
+      j = skip_space(l, j + 1);
+      const char close = j < l.size() && l[j] == '"' ? '"' : j < l.size() && l[j] == '<' ? '>' : 0;
+      const size_t end = close ? l.find(close, j + 1) : std::string::npos;
+      if (end != std::string::npos) {
+        out.push_back({l.substr(j + 1, end - j - 1), close == '"'});
+      } else if (inexact.empty()) {
+        inexact = trimmed(l);
+      }
+    }
+    size_t i = skip_space(l, 0);
+    if (i >= l.size() || l[i] != '#') continue;
+    i = skip_space(l, i + 1);
+    size_t word = i;
+    while (i < l.size() && (std::isalnum(static_cast<unsigned char>(l[i])) || l[i] == '_')) ++i;
+    const std::string directive = l.substr(word, i - word);
+    if (directive != "include" && directive != "include_next" && directive != "import") continue;
+    i = skip_space(l, i);
+    if (i < l.size() && (l[i] == '"' || l[i] == '<')) {
+      const char close = l[i] == '"' ? '"' : '>';
+      const size_t end = l.find(close, i + 1);
+      if (end != std::string::npos) {
+        out.push_back({l.substr(i + 1, end - i - 1), close == '"'});
+        continue;
+      }
+    }
+    if (inexact.empty()) inexact = trimmed(l);  // #include MACRO, or a malformed directive
+  }
+  return out;
+}
+
+// What the key needs of one header file, memoized per process while the file is unchanged.
+struct HeaderFacts {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  int64_t size = -1;
+  int64_t mtime_ns = 0;
+  std::string digest;
+  std::vector<Include> includes;
+  std::string inexact;  // a directive naming a header scan_includes cannot resolve, if any
+};
+
+std::mutex& header_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_map<std::string, HeaderFacts>& header_memo() {
+  static std::unordered_map<std::string, HeaderFacts> memo;
+  return memo;
+}
+
+// The content digest and includes of a header; false when it cannot be read.
+bool header_facts(const std::string& path, const struct stat& st, HeaderFacts& out) {
+  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  {
+    std::lock_guard<std::mutex> lock(header_mutex());
+    auto it = header_memo().find(path);
+    if (it != header_memo().end() && it->second.dev == st.st_dev && it->second.ino == st.st_ino &&
+        it->second.size == st.st_size && it->second.mtime_ns == mtime) {
+      out = it->second;
+      return true;
+    }
+  }
+  std::string text;
+  if (!read_file(path, text)) return false;
+  out.dev = st.st_dev;
+  out.ino = st.st_ino;
+  out.size = st.st_size;
+  out.mtime_ns = mtime;
+  out.digest = sha256_hex(text);
+  out.inexact.clear();
+  out.includes = scan_includes(text, out.inexact);
+  // A file edited within the same timestamp tick as it was read would keep a stale memo, so
+  // only files older than a second are remembered.
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  if (std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() - mtime > 1000000000) {
+    std::lock_guard<std::mutex> lock(header_mutex());
+    header_memo()[path] = out;
+  }
+  return true;
+}
+
+bool is_regular(const std::string& path, struct stat& st) {
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Adds every header reachable from `text` (and from `pre_included`, the files of --pre-include
+// options) to the hash. User and package headers count by content; headers of the CUDA toolkit
+// by path, size and time (the NVRTC version pins them), which keeps the key cheap for sources
+// that include cuda_fp16.h and friends. Returns the first directive naming a header this scan
+// cannot resolve (see scan_includes), "" when there is none: with one, the key does not cover
+// what the compiler reads.
+std::string hash_headers(Sha256& h, const std::string& text, const std::vector<std::string>& pre_included,
+                  const std::vector<std::string>& include_dirs, const std::string& toolkit_dir) {
+  struct Pending {
+    Include inc;
+    std::string from_dir;
+  };
+  std::vector<Pending> stack;
+  char cwd[4096];
+  const std::string main_dir = getcwd(cwd, sizeof(cwd)) ? cwd : ".";
+  std::string inexact;
+  for (auto& inc : scan_includes(text, inexact)) stack.push_back({inc, main_dir});
+  for (const auto& name : pre_included) stack.push_back({{name, true}, main_dir});
+  std::set<std::string> seen;
+  while (!stack.empty()) {
+    Pending p = stack.back();
+    stack.pop_back();
+    std::string found;
+    struct stat st;
+    if (!p.inc.name.empty() && p.inc.name[0] == '/') {
+      if (is_regular(p.inc.name, st)) found = p.inc.name;
+    } else {
+      if (p.inc.quoted && is_regular(p.from_dir + "/" + p.inc.name, st)) found = p.from_dir + "/" + p.inc.name;
+      for (size_t i = 0; found.empty() && i < include_dirs.size(); ++i)
+        if (is_regular(include_dirs[i] + "/" + p.inc.name, st)) found = include_dirs[i] + "/" + p.inc.name;
+    }
+    if (!seen.insert(p.inc.name + "\n" + found).second) continue;
+    h.field("include").field(p.inc.name).field(found);
+    if (found.empty()) continue;  // an NVRTC built-in header, or one under a false #if
+    if (!toolkit_dir.empty() && found.compare(0, toolkit_dir.size() + 1, toolkit_dir + "/") == 0) {
+      const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+      h.field(std::to_string(st.st_size) + ":" + std::to_string(mtime));
+      continue;
+    }
+    HeaderFacts facts;
+    if (!header_facts(found, st, facts)) {
+      h.field("unreadable");
+      continue;
+    }
+    h.field(facts.digest);
+    if (inexact.empty() && !facts.inexact.empty()) inexact = facts.inexact + " (in " + found + ")";
+    for (auto& inc : facts.includes) stack.push_back({inc, dirname_of(found)});
+  }
+  return inexact;
+}
+}  // namespace
+
+std::string compile_key(const Program& program, const std::vector<InstantiationRequest>& requests,
+                        const CompileOptions& options, std::string* inexact) {
+  Sha256 h;
+  h.field("torch_cudajit cache").field(std::to_string(kKeyVersion));
+  // The NVRTC library file stands for its version, its built-in headers and the targets it
+  // supports (which decide between sm_XX and compute_XX for options.arch).
+  h.field("nvrtc").field(detail::nvrtc_identity());
+  h.field("arch").field(std::to_string(options.arch)).field("std").field(options.std);
+  h.field(options.debug ? "debug" : "").field(options.lineinfo ? "lineinfo" : "");
+  // The plugin's include folders come first, then the user's, in order (the order decides
+  // which header wins). -D and -U of one macro name keep their order (a later one overrides an
+  // earlier one), while different names commute; the other options are a set: the same options
+  // in another order give the same key.
+  std::vector<std::string> include_dirs = default_include_dirs();
+  const size_t n_default = include_dirs.size();
+  std::vector<std::string> macros, others, pre_included;
+  for (size_t i = 0; i < options.extra.size(); ++i) {
+    const std::string& o = options.extra[i];
+    const bool has_value = i + 1 < options.extra.size();
+    auto value_of = [&](const char* flag) -> std::optional<std::string> {
+      const std::string f = flag;
+      if (o == f && has_value) return options.extra[++i];
+      if (f.size() > 2 && o.rfind(f + "=", 0) == 0) return o.substr(f.size() + 1);
+      if (f.size() == 2 && o.size() > 2 && o.rfind(f, 0) == 0) return o.substr(2);
+      return std::nullopt;
+    };
+    if (auto v = value_of("-I")) include_dirs.push_back(*v);
+    else if (auto v = value_of("--include-path")) include_dirs.push_back(*v);
+    else if (auto v = value_of("-D")) macros.push_back("-D" + *v);
+    else if (auto v = value_of("--define-macro")) macros.push_back("-D" + *v);
+    else if (auto v = value_of("-U")) macros.push_back("-U" + *v);
+    else if (auto v = value_of("--undefine-macro")) macros.push_back("-U" + *v);
+    else if (auto v = value_of("--pre-include")) pre_included.push_back(*v);
+    else if (o == "-include" && has_value) pre_included.push_back(options.extra[++i]);
+    else others.push_back(o);
+  }
+  std::sort(others.begin(), others.end());
+  for (const auto& f : pre_included) others.push_back("--pre-include=" + f);  // in order
+  auto macro_name = [](const std::string& m) { return m.substr(2, m.find_first_of("=(") - 2); };
+  std::stable_sort(macros.begin(), macros.end(), [&](const std::string& a, const std::string& b) {
+    return macro_name(a) < macro_name(b);
+  });
+  h.field("link");
+  for (const auto& path : options.link) {
+    std::string data;
+    h.field(path).field(read_file(path, data) ? sha256_hex(data) : "unreadable");
+    if (path.size() > 3 && path.compare(path.size() - 3, 3, ".cu") == 0) {
+      std::vector<std::string> dirs = {dirname_of(path)};
+      dirs.insert(dirs.end(), include_dirs.begin(), include_dirs.end());
+      const std::string why = hash_headers(h, data, {}, dirs, n_default > 1 ? include_dirs[n_default - 1] : "");
+      if (!why.empty()) {
+        if (inexact) *inexact = why + " (in " + path + ")";
+        return "";
+      }
+    }
+  }
+  if (!options.link.empty()) {
+    const std::string jitlink = detail::nvjitlink().library_path;
+    struct stat st;
+    h.field(jitlink).field(stat(jitlink.c_str(), &st) == 0 ? std::to_string(st.st_size) + ":" +
+                                                               std::to_string(st.st_mtim.tv_sec)
+                                                         : "");
+  }
+  h.field("macros");
+  for (const auto& m : macros) h.field(m);
+  h.field("options");
+  for (const auto& o : others) h.field(o);
+  h.field("include dirs");
+  for (const auto& d : include_dirs) h.field(d);
+  const std::vector<Instantiation> insts = program.instantiations(requests);
+  const std::string text = program.generated_source(requests, insts);
+  h.field("source").field(program.filename()).field(text);
+  h.field("name expressions");
+  for (const auto& inst : insts) {
+    h.field(inst.kernel_expression);
+    for (const auto& p : inst.probe_expressions) h.field(p);
+  }
+  // The CUDA include folder is the last default one when the toolkit headers were found.
+  const std::string toolkit = n_default > 1 ? include_dirs[n_default - 1] : "";
+  const std::string why = hash_headers(h, text, pre_included, include_dirs, toolkit);
+  if (!why.empty()) {
+    if (inexact) *inexact = why;
+    return "";
+  }
+  return h.hex_digest();
+}
+
+}  // namespace torch_cudajit

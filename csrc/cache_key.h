@@ -1,0 +1,23 @@
+// torch_cudajit: the disk cache's key, computed beside the compiler. It is a SHA-256 over
+// everything that changes a compile's output: the generated source, the contents of the headers
+// it includes (followed through the include path; toolkit headers by path, size and time), the
+// name expressions, the canonical NVRTC options, the link inputs, the target and the NVRTC
+// library. The byte store (cache.h) only sees the key.
+#pragma once
+
+#include "program.h"
+
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+
+/// The cache key (64 hex characters) of compiling `requests` of `program` with `options`, or
+/// "" when the source (or a header it reads) names a header through a macro (#include HDR,
+/// __has_include(HDR)): then the key could not cover every file the compiler reads, the compile
+/// must bypass the disk cache, and `inexact` (when given) receives the directive. Computing
+/// it never loads NVRTC.
+std::string compile_key(const Program& program, const std::vector<InstantiationRequest>& requests,
+                        const CompileOptions& options, std::string* inexact = nullptr);
+
+}  // namespace torch_cudajit
