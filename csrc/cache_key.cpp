@@ -4,6 +4,7 @@
 
 #include "cuda_api.h"
 #include "file_io.h"
+#include "options.h"
 #include "sha256.h"
 
 #include <sys/stat.h>
@@ -247,29 +248,12 @@ std::string compile_key(const Program& program, const std::vector<InstantiationR
   // which header wins). -D and -U of one macro name keep their order (a later one overrides an
   // earlier one), while different names commute; the other options are a set: the same options
   // in another order give the same key.
+  const UserOptions user = parse_user_options(options.extra);
   std::vector<std::string> include_dirs = default_include_dirs();
   const size_t n_default = include_dirs.size();
-  std::vector<std::string> macros, others, pre_included;
-  for (size_t i = 0; i < options.extra.size(); ++i) {
-    const std::string& o = options.extra[i];
-    const bool has_value = i + 1 < options.extra.size();
-    auto value_of = [&](const char* flag) -> std::optional<std::string> {
-      const std::string f = flag;
-      if (o == f && has_value) return options.extra[++i];
-      if (f.size() > 2 && o.rfind(f + "=", 0) == 0) return o.substr(f.size() + 1);
-      if (f.size() == 2 && o.size() > 2 && o.rfind(f, 0) == 0) return o.substr(2);
-      return std::nullopt;
-    };
-    if (auto v = value_of("-I")) include_dirs.push_back(*v);
-    else if (auto v = value_of("--include-path")) include_dirs.push_back(*v);
-    else if (auto v = value_of("-D")) macros.push_back("-D" + *v);
-    else if (auto v = value_of("--define-macro")) macros.push_back("-D" + *v);
-    else if (auto v = value_of("-U")) macros.push_back("-U" + *v);
-    else if (auto v = value_of("--undefine-macro")) macros.push_back("-U" + *v);
-    else if (auto v = value_of("--pre-include")) pre_included.push_back(*v);
-    else if (o == "-include" && has_value) pre_included.push_back(options.extra[++i]);
-    else others.push_back(o);
-  }
+  include_dirs.insert(include_dirs.end(), user.include_dirs.begin(), user.include_dirs.end());
+  std::vector<std::string> macros = user.macros, others = user.others;
+  const std::vector<std::string>& pre_included = user.pre_includes;
   std::sort(others.begin(), others.end());
   for (const auto& f : pre_included) others.push_back("--pre-include=" + f);  // in order
   auto macro_name = [](const std::string& m) { return m.substr(2, m.find_first_of("=(") - 2); };

@@ -2,6 +2,7 @@
 #include "program.h"
 
 #include "cuda_api.h"
+#include "options.h"
 #include "sha256.h"
 
 #include <dlfcn.h>
@@ -260,29 +261,13 @@ std::vector<std::string> frontend_args(const std::vector<std::string>& options,
   args.push_back("-D__CUDACC_VER_BUILD__=0");
   args.push_back("-include");
   args.push_back("cj/cj.cuh");
-  // NVRTC's spellings of the preprocessor options, in Clang's.
-  const std::pair<const char*, const char*> long_forms[] = {
-      {"--define-macro=", "-D"}, {"--undefine-macro=", "-U"}, {"--include-path=", "-I"},
-      {"-D", "-D"}, {"-U", "-U"}, {"-I", "-I"}};
-  for (size_t i = 0; i < options.size(); ++i) {
-    const std::string& o = options[i];
-    if (o.rfind("--pre-include=", 0) == 0) {
-      args.push_back("-include");
-      args.push_back(o.substr(14));
-      continue;
-    }
-    if ((o == "-include" || o == "--pre-include") && i + 1 < options.size()) {
-      args.push_back("-include");
-      args.push_back(options[++i]);
-      continue;
-    }
-    for (const auto& [nvrtc, clang] : long_forms) {
-      if (o.rfind(nvrtc, 0) != 0) continue;
-      std::string value = o.substr(std::char_traits<char>::length(nvrtc));
-      if (value.empty() && i + 1 < options.size()) value = options[++i];  // "-D X"
-      args.push_back(clang + value);
-      break;
-    }
+  // The preprocessor options, in Clang's spelling; the others do not change declarations.
+  const UserOptions user = parse_user_options(options);
+  for (const auto& dir : user.include_dirs) args.push_back("-I" + dir);
+  args.insert(args.end(), user.macros.begin(), user.macros.end());
+  for (const auto& file : user.pre_includes) {
+    args.push_back("-include");
+    args.push_back(file);
   }
   return args;
 }
@@ -581,15 +566,8 @@ void Program::link(nvrtcProgram prog, const std::vector<InstantiationRequest>& r
   std::vector<std::string> link_opts = {"-arch=sm_" + std::to_string(options.arch), "-lto"};
   if (options.debug) link_opts.push_back("-g");
   if (options.lineinfo) link_opts.push_back("-lineinfo");
-  for (const auto& o : options.extra) {
-    if (o.rfind("--maxrregcount=", 0) == 0) link_opts.push_back("-maxrregcount=" + o.substr(15));
-    else if (o.rfind("-maxrregcount=", 0) == 0) link_opts.push_back(o);
-    else if (o.rfind("--ptxas-options=-O", 0) == 0) link_opts.push_back(o.substr(16));
-    else if (o == "--use_fast_math" || o == "-use_fast_math") {
-      for (const char* f : {"-ftz=true", "-prec-div=false", "-prec-sqrt=false", "-fma=true"})
-        link_opts.push_back(f);
-    }
-  }
+  const std::vector<std::string> shaping = parse_user_options(options.extra).link_options;
+  link_opts.insert(link_opts.end(), shaping.begin(), shaping.end());
   std::vector<const char*> link_argv;
   for (const auto& o : link_opts) link_argv.push_back(o.c_str());
   nvJitLinkHandle h = nullptr;

@@ -1,0 +1,46 @@
+// torch_cudajit: the user's NVRTC options by role (see options.h).
+#include "options.h"
+
+#include <optional>
+
+namespace torch_cudajit {
+
+UserOptions parse_user_options(const std::vector<std::string>& extra) {
+  UserOptions out;
+  for (size_t i = 0; i < extra.size(); ++i) {
+    const std::string& o = extra[i];
+    const bool has_value = i + 1 < extra.size();
+    // The value of `flag` in o: "--flag=V", "--flag V", "-FV" or "-F V"; consumes the next
+    // option when the value is separate.
+    auto value_of = [&](const std::string& flag) -> std::optional<std::string> {
+      if (o == flag && has_value) return extra[++i];
+      if (flag.size() > 2 && o.rfind(flag + "=", 0) == 0) return o.substr(flag.size() + 1);
+      if (flag.size() == 2 && o.size() > 2 && o.rfind(flag, 0) == 0) return o.substr(2);
+      return std::nullopt;
+    };
+    if (auto v = value_of("-I")) out.include_dirs.push_back(*v);
+    else if (auto v = value_of("--include-path")) out.include_dirs.push_back(*v);
+    else if (auto v = value_of("-D")) out.macros.push_back("-D" + *v);
+    else if (auto v = value_of("--define-macro")) out.macros.push_back("-D" + *v);
+    else if (auto v = value_of("-U")) out.macros.push_back("-U" + *v);
+    else if (auto v = value_of("--undefine-macro")) out.macros.push_back("-U" + *v);
+    else if (auto v = value_of("--pre-include")) out.pre_includes.push_back(*v);
+    else if (auto v = value_of("-include")) out.pre_includes.push_back(*v);
+    else out.others.push_back(o);
+  }
+  for (const std::string& o : out.others) {
+    if (o.rfind("--maxrregcount=", 0) == 0) {
+      out.link_options.push_back("-maxrregcount=" + o.substr(15));
+    } else if (o.rfind("-maxrregcount=", 0) == 0) {
+      out.link_options.push_back(o);
+    } else if (o.rfind("--ptxas-options=-O", 0) == 0) {
+      out.link_options.push_back(o.substr(16));
+    } else if (o == "--use_fast_math" || o == "-use_fast_math") {
+      for (const char* f : {"-ftz=true", "-prec-div=false", "-prec-sqrt=false", "-fma=true"})
+        out.link_options.push_back(f);
+    }
+  }
+  return out;
+}
+
+}  // namespace torch_cudajit

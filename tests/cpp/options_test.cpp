@@ -1,0 +1,68 @@
+// Tests of the user's NVRTC options read by role (csrc/options.h): every spelling NVRTC takes
+// lands in the same place, order is kept within a role, and nvJitLink gets its own spelling of
+// the options that shape machine code.
+#include "options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+namespace {
+
+using Strings = std::vector<std::string>;
+
+TEST(OptionsTest, EverySpellingLandsInItsRole) {
+  struct Case {
+    const char* what;
+    Strings extra;
+    Strings include_dirs, macros, pre_includes, others;
+  };
+  const Case cases[] = {
+      {"attached short flags", {"-Ia", "-DX=1", "-UY"}, {"a"}, {"-DX=1", "-UY"}, {}, {}},
+      {"separate short flags", {"-I", "a", "-D", "X=1", "-U", "Y"}, {"a"}, {"-DX=1", "-UY"}, {},
+       {}},
+      {"long flags with =", {"--include-path=a", "--define-macro=X", "--undefine-macro=Y"},
+       {"a"}, {"-DX", "-UY"}, {}, {}},
+      {"long flags, separate value", {"--include-path", "a", "--define-macro", "X"}, {"a"},
+       {"-DX"}, {}, {}},
+      {"pre-included files", {"--pre-include=p.h", "-include", "q.h", "--pre-include", "r.h"},
+       {}, {}, {"p.h", "q.h", "r.h"}, {}},
+      {"order kept within a role", {"-Ib", "-DX=1", "-Ia", "-UX", "-DX=2"}, {"b", "a"},
+       {"-DX=1", "-UX", "-DX=2"}, {}, {}},
+      {"others as given", {"--use_fast_math", "-lineinfo", "-Ia"}, {"a"}, {}, {},
+       {"--use_fast_math", "-lineinfo"}},
+      {"a flag with no value left is kept as given", {"-I"}, {}, {}, {}, {"-I"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const UserOptions got = parse_user_options(c.extra);
+    EXPECT_EQ(got.include_dirs, c.include_dirs);
+    EXPECT_EQ(got.macros, c.macros);
+    EXPECT_EQ(got.pre_includes, c.pre_includes);
+    EXPECT_EQ(got.others, c.others);
+  }
+}
+
+TEST(OptionsTest, MachineCodeOptionsInNvJitLinkSpelling) {
+  struct Case {
+    const char* what;
+    Strings extra, link_options;
+  };
+  const Case cases[] = {
+      {"register limit, long", {"--maxrregcount=32"}, {"-maxrregcount=32"}},
+      {"register limit, short", {"-maxrregcount=64"}, {"-maxrregcount=64"}},
+      {"ptxas optimization level", {"--ptxas-options=-O1"}, {"-O1"}},
+      {"fast math", {"--use_fast_math"},
+       {"-ftz=true", "-prec-div=false", "-prec-sqrt=false", "-fma=true"}},
+      {"preprocessor options do not reach the linker", {"-DX", "-Ia", "-lineinfo"}, {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    EXPECT_EQ(parse_user_options(c.extra).link_options, c.link_options);
+  }
+}
+
+}  // namespace
+}  // namespace torch_cudajit
