@@ -60,8 +60,9 @@ def _launch_fake(k, out0, out1, out2, out3, more_outputs, inputs, ints, floats, 
     elif not 1 <= len(grid) <= 3 or not 1 <= len(block) <= 3:
         raise ValueError(f"cudajit::launch: grid and block need 1 to 3 entries, got {list(grid)} "
                          f"and {list(block)}")
-    if set(kinds) - set("ibfc"):
-        raise ValueError(f"cudajit::launch: kinds '{kinds}' may hold only 'i', 'b', 'f' and 'c'")
+    if set(kinds) - set("ibfct"):
+        raise ValueError(f"cudajit::launch: kinds '{kinds}' may hold only 'i', 'b', 'f', 'c' "
+                         f"and 't'")
     if scalar_tensors is not None and len(scalar_tensors) != len(kinds):
         raise ValueError(f"cudajit::launch: scalar_tensors has {len(scalar_tensors)} entries; it "
                          f"must be None or have one per number ({len(kinds)})")

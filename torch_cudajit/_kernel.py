@@ -346,14 +346,16 @@ class _Launch:
             raise TypeError(f"kernel '{k.name}': scalars must be a list of the number arguments "
                             f"in parameter order, got {type(scalars).__name__}")
         roles = k._op_roles
-        n_scalars = sum(r == "scalar" for r in roles)
+        # `auto` parameters take their value (a number, or a tensor) from `scalars`.
+        n_scalars = sum(r in ("scalar", "auto") for r in roles)
         if len(tensors) != len(roles) - n_scalars or len(scalars) != n_scalars:
             params = ", ".join(f"{p.type} {p.name}" for p in k._params)
             raise TypeError(f"kernel '{k.name}' takes {len(roles) - n_scalars} tensor(s) and "
                             f"{n_scalars} number(s), in parameter order; got {len(tensors)} "
                             f"tensor(s) and {len(scalars)} number(s). Its parameters: ({params})")
         tensor_it, scalar_it = iter(tensors), iter(scalars)
-        return tuple(next(scalar_it) if r == "scalar" else next(tensor_it) for r in roles)
+        return tuple(next(scalar_it) if r in ("scalar", "auto") else next(tensor_it)
+                     for r in roles)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(
@@ -560,6 +562,13 @@ class _OpLauncher:
         outs, ins, ints, floats, kinds, scalar_tensors = [], [], [], [], [], []
         for i, value in enumerate(args):
             role = roles[i]
+            if role == "auto":
+                if isinstance(value, torch.Tensor):
+                    kinds.append("t")
+                    scalar_tensors.append(None)
+                    outs.append(value)  # `auto` deduces non-const elements: written
+                    continue
+                role = "scalar"
             if role == "scalar":
                 if isinstance(value, torch.Tensor) or not isinstance(value, (int, float, bool, complex)):
                     raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
@@ -745,8 +754,10 @@ class Kernel(_Launch, _Scriptable):
         self._launchers: dict = {}
         self._kernel = self
         # How each parameter travels through the cudajit::launch op (see _OpLauncher).
+        # An `auto` parameter takes a number or a tensor (written): "auto".
         self._op_roles = tuple(
-            ("input" if p.is_const else "output") if p.kind in ("array", "pointer") else "scalar"
+            ("input" if p.is_const else "output") if p.kind in ("array", "pointer")
+            else p.kind if p.kind == "auto" else "scalar"
             for p in self._params)
 
     # -- the op family -------------------------------------------------------------------------

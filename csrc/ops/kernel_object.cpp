@@ -20,24 +20,15 @@ std::array<int64_t, 3> dims3(c10::IntArrayRef v, const char* what, const std::st
   return d;
 }
 
-// The numbers of the script object's launch methods: None, or a list of ints, floats, bools
-// and complex numbers.
-std::vector<c10::Scalar> numbers_of(const c10::IValue& v, const std::string& kernel) {
-  std::vector<c10::Scalar> out;
-  if (v.isNone()) return out;
+// The values of the script object's launch methods: None, or a list of numbers (ints, floats,
+// bools, complex numbers) and, for `auto` parameters, tensors. launch_values_through_op checks
+// each against its parameter.
+std::vector<c10::IValue> values_of(const c10::IValue& v, const std::string& kernel) {
+  if (v.isNone()) return {};
   TORCH_CHECK_TYPE(v.isList() || v.isTuple(), "torch_cudajit: kernel '", kernel, "': scalars "
                    "must be a list of the number arguments in parameter order, got ",
                    v.tagKind(), ".");
-  const auto items = v.isList() ? v.toListRef().vec() : v.toTupleRef().elements().vec();
-  for (size_t i = 0; i < items.size(); ++i) {
-    const c10::IValue& x = items[i];
-    TORCH_CHECK_TYPE(x.isInt() || x.isDouble() || x.isBool() || x.isComplexDouble(),
-                     "torch_cudajit: kernel '", kernel, "': scalars[", i, "] is a ",
-                     x.tagKind(), "; scalars takes numbers (int, float, bool, complex), and "
-                     "tensors go in `tensors`.");
-    out.push_back(x.toScalar());
-  }
-  return out;
+  return v.isList() ? v.toListRef().vec() : v.toTupleRef().elements().vec();
 }
 
 }  // namespace
@@ -69,8 +60,10 @@ KernelObject::KernelObject(std::shared_ptr<const Program> program, std::string n
   for (const Param& p : dispatcher_->decl().params) {
     if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer)
       roles_.push_back(p.is_const ? OpRole::kInput : OpRole::kOutput);
+    else if (p.kind == ParamKind::kAuto)
+      roles_.push_back(OpRole::kAuto);
     else
-      roles_.push_back(OpRole::kScalar);  // kScalar, and kAuto (numbers only on this path)
+      roles_.push_back(OpRole::kScalar);
   }
   Sha256 h;
   // The program's digest stands for its source and file name (hashed once per program).
@@ -231,17 +224,24 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
   TORCH_CHECK_VALUE(more_outputs.empty() || n_slots == kOpOutputSlots,
                     "torch_cudajit: cudajit::launch of kernel '", name_,
                     "': more_outputs is used before out0..out3 are all given.");
-  size_t n_out = 0, n_in = 0, n_scalar = 0;
+  // Values are the number and `auto` parameters, one kind each; a tensor given to an `auto`
+  // parameter ('t') counts with the outputs.
+  size_t n_out = 0, n_in = 0, n_values = 0;
   for (OpRole r : roles_) {
-    if (r == OpRole::kOutput) ++n_out;
-    else if (r == OpRole::kInput) ++n_in;
-    else ++n_scalar;
+    if (r == OpRole::kOutput) {
+      ++n_out;
+    } else if (r == OpRole::kInput) {
+      ++n_in;
+    } else {
+      if (r == OpRole::kAuto && n_values < kinds.size() && kinds[n_values] == 't') ++n_out;
+      ++n_values;
+    }
   }
   const size_t got_out = n_slots + more_outputs.size();
-  TORCH_CHECK_VALUE(got_out == n_out && inputs.size() == n_in && kinds.size() == n_scalar,
+  TORCH_CHECK_VALUE(got_out == n_out && inputs.size() == n_in && kinds.size() == n_values,
                     "torch_cudajit: cudajit::launch of kernel '", name_, "' got ", got_out,
                     " output tensor(s), ", inputs.size(), " input tensor(s) and ", kinds.size(),
-                    " number(s); the kernel takes ", n_out, ", ", n_in, " and ", n_scalar,
+                    " number(s); the kernel takes ", n_out, ", ", n_in, " and ", n_values,
                     ". Its parameters:", describe_params());
   TORCH_CHECK_VALUE(!scalar_tensors || scalar_tensors->size() == kinds.size(),
                     "torch_cudajit: cudajit::launch of kernel '", name_, "': scalar_tensors has ",
@@ -256,42 +256,48 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
     next += need;
     return next - need;
   };
-  for (size_t i = 0; i < roles_.size(); ++i) {
-    switch (roles_[i]) {
-      case OpRole::kOutput: {
-        const at::Tensor& t = o < kOpOutputSlots ? **slots[o] : more_outputs[o - kOpOutputSlots];
-        ++o;
-        args[i].kind = ArgKind::kTensor;
-        args[i].tensor = &t;
-        break;
-      }
-      case OpRole::kInput:
-        args[i].kind = ArgKind::kTensor;
-        args[i].tensor = &inputs[in++];
-        break;
-      case OpRole::kScalar: {
-        const char kind = kinds[j];
-        const std::optional<at::Tensor> t = scalar_tensors ? scalar_tensors->get(j) : std::nullopt;
-        TORCH_CHECK_VALUE(!t || kind == 'f', "torch_cudajit: cudajit::launch of kernel '", name_,
-                          "': scalar_tensors[", j, "] is given for a number of kind '", kind,
-                          "'; only floats ('f') come as tensors.");
-        if (kind == 'i' || kind == 'b') {
-          const int64_t v = ints[take(next_int, ints.size(), 1, "ints")];
-          args[i] = scalar_arg(kind == 'b' ? c10::Scalar(v != 0) : c10::Scalar(v));
-        } else if (kind == 'f') {
-          const double v = floats[take(next_float, floats.size(), 1, "floats")];
-          args[i] = scalar_arg(t ? scalar_of(*t, j, name_) : c10::Scalar(v));
-        } else if (kind == 'c') {
-          const size_t at = take(next_float, floats.size(), 2, "floats");
-          args[i] = scalar_arg(c10::Scalar(c10::complex<double>(floats[at], floats[at + 1])));
-        } else {
-          TORCH_CHECK_VALUE(false, "torch_cudajit: cudajit::launch of kernel '", name_,
-                            "': kinds[", j, "] is '", kind, "'; expected 'i', 'b', 'f' or 'c'.");
-        }
-        ++j;
-        break;
-      }
+  // The next written tensor (out0..out3, then more_outputs) or the next read-only one.
+  auto bind_tensor = [&](Arg& a, bool written) {
+    a.kind = ArgKind::kTensor;
+    if (!written) {
+      a.tensor = &inputs[in++];
+    } else {
+      a.tensor = o < kOpOutputSlots ? &**slots[o] : &more_outputs[o - kOpOutputSlots];
+      ++o;
     }
+  };
+  const auto& params = dispatcher_->decl().params;
+  for (size_t i = 0; i < roles_.size(); ++i) {
+    const OpRole role = roles_[i];
+    if (role == OpRole::kOutput || role == OpRole::kInput) {
+      bind_tensor(args[i], role == OpRole::kOutput);
+      continue;
+    }
+    const char kind = kinds[j];
+    const std::optional<at::Tensor> t = scalar_tensors ? scalar_tensors->get(j) : std::nullopt;
+    TORCH_CHECK_VALUE(!t || kind == 'f', "torch_cudajit: cudajit::launch of kernel '", name_,
+                      "': scalar_tensors[", j, "] is given for a number of kind '", kind,
+                      "'; only floats ('f') come as tensors.");
+    if (kind == 't') {
+      TORCH_CHECK_VALUE(role == OpRole::kAuto, "torch_cudajit: cudajit::launch of kernel '", name_,
+                        "': kinds[", j, "] is 't' (a tensor) for parameter '", params[i].name,
+                        "', which takes a number; 't' is for auto parameters.");
+      bind_tensor(args[i], /*written=*/true);
+    } else if (kind == 'i' || kind == 'b') {
+      const int64_t v = ints[take(next_int, ints.size(), 1, "ints")];
+      args[i] = scalar_arg(kind == 'b' ? c10::Scalar(v != 0) : c10::Scalar(v));
+    } else if (kind == 'f') {
+      const double v = floats[take(next_float, floats.size(), 1, "floats")];
+      args[i] = scalar_arg(t ? scalar_of(*t, j, name_) : c10::Scalar(v));
+    } else if (kind == 'c') {
+      const size_t at = take(next_float, floats.size(), 2, "floats");
+      args[i] = scalar_arg(c10::Scalar(c10::complex<double>(floats[at], floats[at + 1])));
+    } else {
+      TORCH_CHECK_VALUE(false, "torch_cudajit: cudajit::launch of kernel '", name_, "': kinds[",
+                        j, "] is '", kind, "'; expected 'i', 'b', 'f' or 'c' (or 't' for an "
+                        "auto parameter given a tensor).");
+    }
+    ++j;
   }
   TORCH_CHECK_VALUE(next_int == ints.size() && next_float == floats.size(),
                     "torch_cudajit: cudajit::launch of kernel '", name_, "': kinds '", kinds,
@@ -311,34 +317,60 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
   dispatcher_->launch(args, roles_.size(), cfg);
 }
 
-void launch_through_op(const c10::intrusive_ptr<KernelObject>& kernel, c10::IntArrayRef grid,
-                       c10::IntArrayRef block, at::TensorList tensors,
-                       c10::ArrayRef<c10::Scalar> scalars, int64_t shared_mem) {
+void launch_values_through_op(const c10::intrusive_ptr<KernelObject>& kernel,
+                              c10::IntArrayRef grid, c10::IntArrayRef block,
+                              at::TensorList tensors, c10::ArrayRef<c10::IValue> values,
+                              int64_t shared_mem) {
   const auto& roles = kernel->roles();
+  const auto& params = kernel->dispatcher().decl().params;
   size_t n_tensors = 0;
-  for (OpRole r : roles) n_tensors += r != OpRole::kScalar;
-  TORCH_CHECK_TYPE(tensors.size() == n_tensors && scalars.size() == roles.size() - n_tensors,
+  for (OpRole r : roles) n_tensors += r == OpRole::kOutput || r == OpRole::kInput;
+  TORCH_CHECK_TYPE(tensors.size() == n_tensors && values.size() == roles.size() - n_tensors,
                     "torch_cudajit: kernel '", kernel->name(), "' takes ", n_tensors,
                     " tensor(s) and ", roles.size() - n_tensors, " number(s), in parameter "
-                    "order; got ", tensors.size(), " tensor(s) and ", scalars.size(),
+                    "order; got ", tensors.size(), " tensor(s) and ", values.size(),
                     " number(s). Its parameters:", kernel->describe_params());
   std::optional<at::Tensor> slots[kOpOutputSlots];
   c10::SmallVector<at::Tensor, 4> more, inputs;
-  size_t n_out = 0, t = 0;
-  for (OpRole r : roles) {
-    if (r == OpRole::kScalar) continue;
-    const at::Tensor& x = tensors[t++];
-    if (r == OpRole::kInput) inputs.push_back(x);
+  OpNumbers numbers;
+  size_t n_out = 0, t = 0, v = 0;
+  auto place = [&](const at::Tensor& x, bool written) {
+    if (!written) inputs.push_back(x);
     else if (n_out < kOpOutputSlots) slots[n_out++] = x;
     else more.push_back(x);
+  };
+  for (size_t i = 0; i < roles.size(); ++i) {
+    const OpRole r = roles[i];
+    if (r == OpRole::kOutput || r == OpRole::kInput) {
+      place(tensors[t++], r == OpRole::kOutput);
+      continue;
+    }
+    const c10::IValue& x = values[v];
+    if (x.isTensor() && r == OpRole::kAuto) {
+      numbers.add_tensor();
+      place(x.toTensor(), /*written=*/true);
+    } else {
+      TORCH_CHECK_TYPE(x.isInt() || x.isDouble() || x.isBool() || x.isComplexDouble(),
+                       "torch_cudajit: kernel '", kernel->name(), "': scalars[", v, "] (parameter '",
+                       params[i].name, "') is a ", x.tagKind(), "; scalars takes numbers (int, "
+                       "float, bool, complex), tensors for auto parameters, and the other "
+                       "tensors go in `tensors`.");
+      numbers.add(x.toScalar());
+    }
+    ++v;
   }
-  OpNumbers numbers;
-  for (const c10::Scalar& s : scalars) numbers.add(s);
   launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], at::TensorList(more),
                    at::TensorList(inputs), c10::fromIntArrayRefSlow(numbers.ints),
                    c10::ArrayRef<double>(numbers.floats), numbers.kinds,
                    c10::fromIntArrayRefSlow(grid), c10::fromIntArrayRefSlow(block),
                    c10::SymInt(shared_mem), ScalarTensors());
+}
+
+void launch_through_op(const c10::intrusive_ptr<KernelObject>& kernel, c10::IntArrayRef grid,
+                       c10::IntArrayRef block, at::TensorList tensors,
+                       c10::ArrayRef<c10::Scalar> scalars, int64_t shared_mem) {
+  c10::SmallVector<c10::IValue, 8> values(scalars.begin(), scalars.end());
+  launch_values_through_op(kernel, grid, block, tensors, values, shared_mem);
 }
 
 void ensure_kernel_class() {
@@ -360,8 +392,8 @@ void ensure_kernel_class() {
         .def("launch",
              [](const KernelPtr& k, std::vector<int64_t> grid, std::vector<int64_t> block,
                 std::vector<at::Tensor> tensors, c10::IValue scalars, int64_t shared_mem) {
-               launch_through_op(k, grid, block, tensors, numbers_of(scalars, k->name()),
-                                 shared_mem);
+               launch_values_through_op(k, grid, block, tensors, values_of(scalars, k->name()),
+                                        shared_mem);
              },
              "", {torch::arg("grid"), torch::arg("block"), torch::arg("tensors"),
                   torch::arg("scalars") = c10::IValue(), torch::arg("shared_mem") = 0})
@@ -370,8 +402,8 @@ void ensure_kernel_class() {
                 c10::IValue scalars, int64_t shared_mem) {
                TORCH_CHECK_VALUE(ntasks >= 1, "torch_cudajit: launch_forall of kernel '",
                                  k->name(), "': ntasks must be >= 1, got ", ntasks, ".");
-               launch_through_op(k, {ntasks}, {0}, tensors, numbers_of(scalars, k->name()),
-                                 shared_mem);
+               launch_values_through_op(k, {ntasks}, {0}, tensors,
+                                        values_of(scalars, k->name()), shared_mem);
              },
              "", {torch::arg("ntasks"), torch::arg("tensors"),
                   torch::arg("scalars") = c10::IValue(), torch::arg("shared_mem") = 0})

@@ -20,8 +20,11 @@ namespace torch_cudajit {
 
 /// How the op family passes one kernel parameter: tensors the kernel may write go in the
 /// op's mutable output slots, read-only tensors (const element type) in `inputs`, and numbers
-/// in `ints` and `floats` (see OpNumbers). This is what lets the schema say which tensors are written.
-enum class OpRole : uint8_t { kOutput, kInput, kScalar };
+/// in `ints` and `floats` (see OpNumbers). This is what lets the schema say which tensors are
+/// written. An `auto` parameter (kAuto) takes a number or a tensor; its kind in `kinds` says
+/// which ('t': a tensor, among the outputs: `auto` deduces a non-const element type, so the
+/// kernel may write it).
+enum class OpRole : uint8_t { kOutput, kInput, kScalar, kAuto };
 
 /// The cudajit op's fixed output slots (out0..out3); further outputs go in `more_outputs`.
 constexpr size_t kOpOutputSlots = 4;
@@ -30,15 +33,18 @@ constexpr size_t kOpOutputSlots = 4;
 /// tensor replaces a float's placeholder in `floats`.
 using ScalarTensors = std::optional<c10::List<std::optional<at::Tensor>>>;
 
-/// Numbers in parameter order as the op takes them: `kinds` has one character per number ('i',
-/// 'b' and 'f' for int, bool and float, 'c' for complex), and the values go in `ints` (ints and
-/// bools) and `floats` (floats, and complex numbers as real and imaginary part).
+/// Numbers in parameter order as the op takes them: `kinds` has one character per number or
+/// `auto` parameter ('i', 'b' and 'f' for int, bool and float, 'c' for complex, 't' for a tensor
+/// given to an `auto` parameter), and the values go in `ints` (ints and bools) and `floats`
+/// (floats, and complex numbers as real and imaginary part).
 struct OpNumbers {
   c10::SmallVector<int64_t, 8> ints;
   c10::SmallVector<double, 8> floats;
   std::string kinds;
   /// Appends one number.
   void add(const c10::Scalar& s);
+  /// Marks the next `auto` parameter as taking a tensor (which goes in the op's tensor lists).
+  void add_tensor() { kinds += 't'; }
 };
 
 /// A kernel as a TorchScript object.
@@ -119,14 +125,20 @@ using LaunchOpSignature =
          c10::string_view, c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt,
          const ScalarTensors&);
 
-/// Launches `kernel` through the cudajit::launch op with its arguments by kind: every tensor
-/// in parameter order, and every number in parameter order. Which tensors the kernel writes
-/// comes from its declaration (non-const parameters). `block` {0} asks for a forall launch of
-/// grid[0] tasks. This is the script object's `launch` method (and `launch_forall`'s), and the
+/// Launches `kernel` through the cudajit::launch op with its arguments by kind: the tensors of
+/// its tensor parameters in parameter order, and the values of its number and `auto`
+/// parameters in parameter order. Which tensors the kernel writes comes from its declaration
+/// (non-const parameters). `block` {0} asks for a forall launch of grid[0] tasks. This is the
 /// short form for C++ programs.
 void launch_through_op(const c10::intrusive_ptr<KernelObject>& kernel, c10::IntArrayRef grid,
                        c10::IntArrayRef block, at::TensorList tensors,
                        c10::ArrayRef<c10::Scalar> scalars, int64_t shared_mem = 0);
+/// launch_through_op with `values` as IValues: numbers, or tensors for `auto` parameters. This
+/// is the script object's `launch` method (and `launch_forall`'s).
+void launch_values_through_op(const c10::intrusive_ptr<KernelObject>& kernel,
+                              c10::IntArrayRef grid, c10::IntArrayRef block,
+                              at::TensorList tensors, c10::ArrayRef<c10::IValue> values,
+                              int64_t shared_mem);
 
 /// The typed handle of cudajit::launch, looked up once: a C++ program launches through the op
 /// family with launch_op().call(kernel, out0, ...).

@@ -16,7 +16,8 @@ TORCH_LIBRARY(cudajit, m) {
   //
   // Numbers travel as `kinds`, one character per number parameter in parameter order: 'i' takes
   // the next entry of `ints`, 'b' a bool from `ints` (0 or 1), 'f' the next entry of `floats`,
-  // 'c' two entries of `floats` (real, imaginary). A number's Python type can decide a template
+  // 'c' two entries of `floats` (real, imaginary). An `auto` parameter has a kind too: a number's,
+  // or 't' when it is given a tensor, which then sits with the outputs in parameter order. A number's Python type can decide a template
   // argument, so it must survive; and torch.export's serializer and AOTInductor's runtime take
   // only lists of one element type (not Scalar[]).
   //

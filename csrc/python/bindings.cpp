@@ -354,7 +354,9 @@ struct OpLauncher {
     size_t n_out = 0;
     for (size_t i = 0; i < n; ++i) {
       PyObject* o = PyTuple_GET_ITEM(args, i);
-      if (roles[i] == OpRole::kScalar) {
+      const bool auto_tensor = roles[i] == OpRole::kAuto && THPVariable_Check(o);
+      if (auto_tensor) numbers.add_tensor();  // then placed with the written tensors below
+      if (roles[i] == OpRole::kScalar || (roles[i] == OpRole::kAuto && !auto_tensor)) {
         if (PyBool_Check(o)) numbers.add(o == Py_True);
         else if (PyLong_Check(o)) numbers.add(static_cast<int64_t>(PyLong_AsLongLong(o)));
         else if (PyFloat_Check(o)) numbers.add(PyFloat_AS_DOUBLE(o));

@@ -56,6 +56,32 @@ TEST(OpsTest, RolesFollowConstness) {
   EXPECT_EQ(k->name(), "axpy");
 }
 
+// `auto` parameters: a tensor or a number, decided by the argument (written unless const).
+const char* kAutoScale = R"(
+__global__ void auto_scale(auto out, const auto x, auto a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a * x[i];
+}
+)";
+
+c10::intrusive_ptr<KernelObject> make_auto_scale() {
+  return c10::make_intrusive<KernelObject>(kAutoScale, "auto_scale", std::vector<std::string>{},
+                                           "c++20", false, false, "", true,
+                                           std::vector<std::string>{}, "auto_scale.cu", -1);
+}
+
+TEST(OpsTest, AutoParametersHaveRolesOfTheirOwn) {
+  // `const auto x` deduces a const Array of non-const elements: the kernel may still write.
+  const std::vector<OpRole> expected = {OpRole::kAuto, OpRole::kAuto, OpRole::kAuto,
+                                        OpRole::kScalar};
+  EXPECT_EQ(make_auto_scale()->roles(), expected);
+  OpNumbers n;
+  n.add_tensor();
+  n.add(c10::Scalar(1.5));
+  EXPECT_EQ(n.kinds, "tf");
+  EXPECT_TRUE(n.ints.empty());
+}
+
 // Numbers keep their kind on the op path: the kind can decide a template argument.
 TEST(OpsTest, NumbersEncodeKindAndValue) {
   OpNumbers n;
@@ -196,6 +222,8 @@ TEST(OpsTest, BindingErrorsNameWhatIsWrong) {
     bool type_error = false;  // c10::TypeError rather than c10::ValueError
   };
   const std::vector<int64_t> grid = {1}, block = {8}, forall = {0}, grid2 = {2, 2};
+  auto auto_k = make_auto_scale();
+  const std::vector<int64_t> auto_ints = {8};
   const Case cases[] = {
       {"short form, one tensor", [&] { launch_through_op(k, grid, block, {x}, scalars); },
        "kernel 'axpy' takes 3 tensor(s) and 1 number(s), in parameter order; got 1 tensor(s) and 1 number(s)",
@@ -216,6 +244,16 @@ TEST(OpsTest, BindingErrorsNameWhatIsWrong) {
        "scalar_tensors has 2 entries; it must be None or have one per number (1)"},
       {"forall with a 2-D grid", [&] { k->launch(slots, {}, inputs, {}, floats, "f", grid2, forall, 0, ScalarTensors()); },
        "a forall launch of kernel 'axpy' (block [0]) takes grid [ntasks] with ntasks >= 1, got [2, 2]"},
+      {"a tensor kind for a number parameter",
+       [&] { k->launch(slots, {}, inputs, {}, {}, "t", grid, block, 0, ScalarTensors()); },
+       "kinds[0] is 't' (a tensor) for parameter 'a', which takes a number; 't' is for auto "
+       "parameters"},
+      {"auto tensor missing from the outputs",
+       [&] { auto_k->launch(slots, {}, {}, auto_ints, floats, "ttfi", grid, block, 0, ScalarTensors()); },
+       "got 1 output tensor(s), 0 input tensor(s) and 4 number(s); the kernel takes 2, 0 and 4"},
+      {"short form, a tensor for a number parameter",
+       [&] { launch_values_through_op(auto_k, grid, block, {}, {x, x, 2.0, x}, 0); },
+       "scalars[3] (parameter 'n') is a Tensor; scalars takes numbers", true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -173,9 +173,9 @@ def test_short_form_errors_name_the_argument():
     k = cj.jit(ACCUMULATE)
     x = torch.randn(4)
     so = k.script_object
-    with pytest.raises(TypeError, match=r"kernel 'accumulate': scalars\[0\] is a Tensor; scalars "
-                                           r"takes numbers"):
-        so.launch([1], [4], [x, x], [x])
+    with pytest.raises(TypeError, match=r"kernel 'accumulate': scalars\[0\] \(parameter 'a'\) is "
+                                           r"a Tensor; scalars takes numbers"):
+        so.launch([1], [4], [x, x], (x, 4))
     with pytest.raises(TypeError, match=r"kernel 'accumulate' takes 2 tensor\(s\) and 2 "
                                            r"number\(s\), in parameter order; got 1 tensor"):
         so.launch_forall(4, [x], [1.0])

@@ -27,6 +27,16 @@ __global__ void sgd(float* __restrict__ w, float* __restrict__ m, const float* _
 
 N = 1000
 
+# `auto` parameters: each takes a tensor or a number, decided by the argument; on the op path a
+# tensor travels with the written outputs (even `const auto` deduces non-const elements), marked
+# 't' in `kinds`.
+AUTO_SCALE = r"""
+__global__ void auto_scale(auto out, const auto x, auto a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a * x[i];
+}
+"""
+
 
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
@@ -150,6 +160,36 @@ def test_launch_short_form_checks_its_arguments():
 # -- on the GPU -------------------------------------------------------------------------------
 
 
+def test_auto_parameters_take_tensors_on_the_op_path():
+    """A tensor given to an auto parameter is a written output in the traced op, with kind 't';
+    a number given to one keeps its own kind."""
+    k = cj.jit(AUTO_SCALE, std="c++20")
+    rec = Recorder()
+
+    def f(out, x, a: float):
+        k[(N + 127) // 128, 128](out, x, a, N)
+
+    torch.compile(f, backend=rec.backend(), fullgraph=True)(torch.randn(N), torch.randn(N), 2.0)
+    code = rec.codes[0]
+    assert launches(code) == 1, code
+    assert "'ttfi'" in code, code
+    # Both tensors are written outputs (out0, out1), none is a read-only input.
+    assert "_out0_base_index = 0, _out1_base_index = 1" in code and "inputs = []" in code, code
+
+
+def test_auto_parameters_take_tensors_in_the_short_form():
+    """launch(grid, block, tensors, scalars): auto parameters take their values from scalars,
+    a tensor there included."""
+    k = cj.jit(AUTO_SCALE, std="c++20")
+    rec = Recorder()
+
+    def f(out, x, a: float):
+        k.launch([(N + 127) // 128], [128], [], [out, x, a, N])
+
+    torch.compile(f, backend=rec.backend(), fullgraph=True)(torch.randn(N), torch.randn(N), 2.0)
+    assert "'ttfi'" in rec.codes[0], rec.codes[0]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", dtype_params([torch.float32, torch.float64, torch.float16]))
 @pytest.mark.parametrize("form", ["forall", "launch", "launch_forall", "specialize"])
@@ -181,6 +221,33 @@ def test_compiled_forms_match_eager(device, dtype, form):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", dtype_params([torch.float32, torch.float64]))
+def test_auto_kernel_compiled_matches_eager(device, dtype):
+    """An `auto` kernel under torch.compile (inductor), through kernel.op and through the
+    script object's short form, against the eager launch and torch."""
+    k = cj.jit(AUTO_SCALE, std="c++20")
+    x = random_values((N,), dtype, device)
+    grid = (N + 127) // 128
+
+    def f(out, x, a: float):
+        k[grid, 128](out, x, a, N)
+        return out
+
+    expected = 2.5 * x
+    eager = f(torch.full_like(x, float("nan")), x, 2.5)
+    torch.testing.assert_close(eager, expected)
+    compiled = torch.compile(f, fullgraph=True)(torch.full_like(x, float("nan")), x, 2.5)
+    assert torch.equal(compiled, eager)
+    out = torch.full_like(x, float("nan"))
+    k.op[grid, 128](out, x, 2.5, N)
+    assert torch.equal(out, eager)
+    out = torch.full_like(x, float("nan"))
+    # A tuple: torch's conversion of a Python list needs one element type.
+    k.script_object.launch([grid], [128], [], (out, x, 2.5, N))
+    assert torch.equal(out, eager)
+
+
+@pytest.mark.gpu
 def test_optimizer_loop_compiles_twice_in_100_steps(device):
     """The recompile count of the issue's optimizer loop, with inductor, on the GPU."""
     from torch._dynamo.utils import counters
@@ -204,3 +271,28 @@ def test_optimizer_loop_compiles_twice_in_100_steps(device):
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
     torch.testing.assert_close(m, m_ref)
     torch.testing.assert_close(w, w_ref, rtol=1e-5, atol=1e-5)
+
+
+class _AutoScaleModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = cj.jit(AUTO_SCALE, std="c++20")
+
+    def forward(self, out, x, a: float):
+        n = x.shape[0]
+        # TorchScript types a literal list by one element type: values mixing tensors and
+        # numbers go in a tuple.
+        self.k.launch([(n + 127) // 128], [128], [], (out, x, a, n))
+        return out
+
+
+def test_auto_kernel_scripts_with_a_tuple_of_values():
+    scripted = torch.jit.script(_AutoScaleModule())
+    assert 'prim::CallMethod[name="launch"]' in str(scripted.graph)
+
+
+@pytest.mark.gpu
+def test_auto_kernel_scripted_matches_torch(device):
+    x = random_values((N,), torch.float32, device)
+    out = torch.jit.script(_AutoScaleModule())(torch.full_like(x, float("nan")), x, 1.5)
+    torch.testing.assert_close(out, 1.5 * x)
