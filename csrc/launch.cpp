@@ -1,0 +1,429 @@
+// torch_cudajit: the launch (see dispatcher.h): forall's grid, the parameter buffer packed
+// from the arguments (numbers converted to the declared type, range-checked), the pointee
+// checks of raw pointers, the launch on the current stream, and the debug-record protocol by
+// which a bounds-checked kernel reports its first failure.
+#include "dispatcher.h"
+
+#include "dispatcher_internal.h"
+
+#include <c10/core/GradMode.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+namespace torch_cudajit {
+namespace {
+
+using detail::device_address;
+using detail::DeviceScope;
+using detail::kind_name;
+
+std::string hex(uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
+template <class T>
+void store(char* dst, T v) {
+  std::memcpy(dst, &v, sizeof(T));
+}
+
+// Writes a real value into a floating-point or complex parameter.
+void store_real(char* dst, TypeCode code, double re, double im) {
+  switch (code) {
+    case TypeCode::kHalf: store(dst, c10::Half(static_cast<float>(re)).x); break;
+    case TypeCode::kBFloat16: store(dst, c10::BFloat16(static_cast<float>(re)).x); break;
+    case TypeCode::kFloat: store(dst, static_cast<float>(re)); break;
+    case TypeCode::kDouble: store(dst, re); break;
+    case TypeCode::kComplexFloat:
+      store(dst, static_cast<float>(re));
+      store(dst + 4, static_cast<float>(im));
+      break;
+    case TypeCode::kComplexDouble:
+      store(dst, re);
+      store(dst + 8, im);
+      break;
+    default: TORCH_INTERNAL_ASSERT(false, "store_real on code ", static_cast<int>(code));
+  }
+}
+
+// Writes an integer into an integer, bool, floating or complex parameter, checking its range.
+bool store_integer(char* dst, TypeCode code, int64_t v, uint64_t u, bool big) {
+  auto in = [&](long double lo, long double hi) {
+    long double x = big ? static_cast<long double>(u) : static_cast<long double>(v);
+    return x >= lo && x <= hi;
+  };
+  switch (code) {
+    case TypeCode::kBool: store(dst, static_cast<bool>(big ? u != 0 : v != 0)); return true;
+    case TypeCode::kInt8: if (!in(-128, 127)) return false; store(dst, static_cast<int8_t>(v)); return true;
+    case TypeCode::kUInt8: if (!in(0, 255)) return false; store(dst, static_cast<uint8_t>(v)); return true;
+    case TypeCode::kInt16: if (!in(-32768, 32767)) return false; store(dst, static_cast<int16_t>(v)); return true;
+    case TypeCode::kUInt16: if (!in(0, 65535)) return false; store(dst, static_cast<uint16_t>(v)); return true;
+    case TypeCode::kInt32: if (!in(-2147483648.0L, 2147483647.0L)) return false; store(dst, static_cast<int32_t>(v)); return true;
+    case TypeCode::kUInt32: if (!in(0, 4294967295.0L)) return false; store(dst, static_cast<uint32_t>(v)); return true;
+    case TypeCode::kInt64: if (big) return false; store(dst, v); return true;
+    case TypeCode::kUInt64:
+      if (!big && v < 0) return false;
+      store(dst, big ? u : static_cast<uint64_t>(v));
+      return true;
+    default:
+      store_real(dst, code, big ? static_cast<double>(u) : static_cast<double>(v), 0.0);
+      return true;
+  }
+}
+
+// Integer range of a code, for messages.
+std::string range_of(TypeCode code) {
+  switch (code) {
+    case TypeCode::kInt8: return "[-128, 127]";
+    case TypeCode::kUInt8: return "[0, 255]";
+    case TypeCode::kInt16: return "[-32768, 32767]";
+    case TypeCode::kUInt16: return "[0, 65535]";
+    case TypeCode::kInt32: return "[-2147483648, 2147483647]";
+    case TypeCode::kUInt32: return "[0, 4294967295]";
+    case TypeCode::kInt64: return "[-9223372036854775808, 9223372036854775807]";
+    case TypeCode::kUInt64: return "[0, 18446744073709551615]";
+    default: return "?";
+  }
+}
+
+}  // namespace
+
+void Dispatcher::check_pointee(size_t i, const Specialization::Slot& slot, const ArgSig& sig,
+                               const Arg& a, uintptr_t address) const {
+  const uint32_t align = slot.pointee_align, size = slot.pointee_size;
+  const Param& p = decl_->params[i];
+  if (a.kind == ArgKind::kAddress) {
+    if (align > 1 && address % align != 0)
+      fail_value(i, "points to `" + p.element + "` (" + std::to_string(size) + " bytes, " +
+                        std::to_string(align) + "-byte aligned) and needs a " +
+                        std::to_string(align) + "-byte aligned address; got cj.DevicePointer(" +
+                        hex(address) + "), " + std::to_string(address % align) + " bytes past a " +
+                        std::to_string(align) + "-byte boundary.");
+    return;
+  }
+  const at::Tensor& t = *a.tensor;
+  const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+  const bool aligned = align <= 1 || address % align == 0;
+  if (aligned && (size == 0 || nbytes % size == 0)) return;
+  const uint64_t lanes = size / std::max<uint64_t>(1, t.element_size());
+  std::string fix = size % t.element_size() == 0
+                        ? "Use a tensor of a multiple of " + std::to_string(lanes) +
+                              " elements that starts at a multiple of " + std::to_string(lanes) +
+                              " elements of its storage (a fresh tensor is aligned)."
+                        : "Its bytes must hold whole `" + p.element + "` values.";
+  fail_value(i, "points to `" + p.element + "` and needs a tensor whose data is " +
+                    std::to_string(align) + "-byte aligned and whose size is a multiple of " +
+                    std::to_string(size) + " bytes; got a " + dtype_name(sig.dtype) +
+                    " tensor of " + std::to_string(t.numel()) + " elements (" +
+                    std::to_string(nbytes) + " bytes) whose data " +
+                    (aligned ? "is " + std::to_string(align) + "-byte aligned"
+                             : "starts " + std::to_string(address % align) + " bytes past a " +
+                                   std::to_string(align) + "-byte boundary") +
+                    ". " + fix);
+}
+
+void Dispatcher::check_pointees(const Specialization& spec, const Arg* args, size_t n) const {
+  TORCH_INTERNAL_ASSERT(n == spec.slots.size(), "argument count changed after keying");
+  for (size_t i = 0; i < n; ++i) {
+    const Specialization::Slot& slot = spec.slots[i];
+    if (slot.pointee_align == 0 && slot.pointee_size == 0) continue;
+    // Compile-only arguments may be CPU or meta tensors: their own data pointer stands in.
+    const uintptr_t address = args[i].kind == ArgKind::kAddress
+                                  ? static_cast<uintptr_t>(args[i].u)
+                                  : reinterpret_cast<uintptr_t>(args[i].tensor->data_ptr());
+    check_pointee(i, slot, spec.key.args[i], args[i], address);
+  }
+}
+
+std::pair<int, int64_t> Dispatcher::forall_config(Specialization& spec, int device) {
+  DeviceScope scope(device);
+  const auto [block, per_sm] = spec.loaded().forall_block(device);
+  const int64_t wave = static_cast<int64_t>(device_limits(device).multiprocessors) * std::max(per_sm, 1);
+  return {block, grid_strides_ ? wave : 0};
+}
+
+LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchConfig cfg) {
+  const auto [block, wave] = forall_config(spec, device);
+  int64_t grid = (cfg.forall_tasks - 1) / block + 1;  // no overflow near INT64_MAX
+  if (wave > 0) grid = std::min(grid, wave);
+  cfg.grid = {grid, 1, 1};
+  cfg.block = {block, 1, 1};
+  cfg.forall_tasks = 0;
+  return cfg;
+}
+
+void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int device,
+                        const LaunchConfig& cfg) {
+  TORCH_INTERNAL_ASSERT(n == spec.slots.size(), "argument count changed after keying");
+  TORCH_INTERNAL_ASSERT(cfg.forall_tasks == 0, "a forall configuration reached launch(spec)");
+  DeviceScope scope(device);
+
+  LoadedKernel& kernel = spec.loaded();
+  const KernelDeviceState& state = kernel.device_state(device);
+  const DeviceLimits& lim = device_limits(device);
+  const int64_t threads = cfg.block[0] * cfg.block[1] * cfg.block[2];
+  for (int d = 0; d < 3; ++d) {
+    TORCH_CHECK_VALUE(cfg.block[d] >= 1 && cfg.block[d] <= lim.max_block[d],
+                      "torch_cudajit: block dimension ", "xyz"[d], " of kernel '", decl_->name,
+                      "' is ", cfg.block[d], "; this device allows 1 to ", lim.max_block[d], ".");
+    TORCH_CHECK_VALUE(cfg.grid[d] >= 1 && cfg.grid[d] <= lim.max_grid[d],
+                      "torch_cudajit: grid dimension ", "xyz"[d], " of kernel '", decl_->name,
+                      "' is ", cfg.grid[d], "; this device allows 1 to ", lim.max_grid[d],
+                      ". Use more threads per block or a grid-stride loop.");
+  }
+  TORCH_CHECK_VALUE(threads <= state.max_threads_per_block, "torch_cudajit: block of kernel '",
+                    decl_->name, "' has ", threads, " threads (", cfg.block[0], "x", cfg.block[1],
+                    "x", cfg.block[2], "); this kernel allows at most ",
+                    state.max_threads_per_block, " on this device.");
+  if (cfg.shared_mem > state.dynamic_shared_limit) {
+    const int64_t available = lim.max_shared_optin - state.static_shared;
+    TORCH_CHECK_VALUE(cfg.shared_mem >= 0 && cfg.shared_mem <= available,
+                      "torch_cudajit: kernel '", decl_->name, "' asks for ", cfg.shared_mem,
+                      " bytes of dynamic shared memory; this device allows at most ", available,
+                      " (", lim.max_shared_optin, " per block minus ", state.static_shared,
+                      " static).");
+    kernel.reserve_dynamic_shared(device, static_cast<int>(cfg.shared_mem));
+  }
+  TORCH_CHECK_VALUE(cfg.shared_mem >= 0, "torch_cudajit: shared memory size must be >= 0, got ",
+                    cfg.shared_mem);
+
+  const bool track_writes = spec.writes_tensors;
+  if (track_writes && c10::GradMode::is_enabled()) {
+    for (size_t i = 0; i < n; ++i)
+      if (spec.slots[i].written)
+        check_write_untracked(*args[i].tensor, decl_->name,
+                              "parameter '" + decl_->params[i].name + "'");
+  }
+
+  // Pack the parameters. Small kernels (nearly all) use the stack.
+  alignas(16) char small[1024];
+  std::vector<char> large;
+  char* buf = small;
+  if (spec.buffer_size > sizeof(small)) {
+    large.resize(spec.buffer_size + 16);
+    buf = large.data();
+  }
+  void* ptrs[kMaxParams];
+  for (size_t i = 0; i < n; ++i) {
+    const Specialization::Slot& slot = spec.slots[i];
+    const Arg& a = args[i];
+    char* dst = buf + slot.offset;
+    ptrs[i] = dst;
+    switch (slot.op) {
+      case PackOp::kArray: {
+        const at::Tensor& t = *a.tensor;
+        store(dst, device_address(t));
+        const int64_t* sizes = t.sizes().data();
+        const int64_t* strides = t.strides().data();
+        std::memcpy(dst + 8, sizes, 8u * slot.rank);
+        std::memcpy(dst + 8 + 8u * slot.rank, strides, 8u * slot.rank);
+        break;
+      }
+      case PackOp::kPointer: {
+        void* address = device_address(*a.tensor);
+        if (slot.pointee_align != 0)
+          check_pointee(i, slot, spec.key.args[i], a, reinterpret_cast<uintptr_t>(address));
+        store(dst, address);
+        break;
+      }
+      case PackOp::kAddress:
+        if (slot.pointee_align != 0)
+          check_pointee(i, slot, spec.key.args[i], a, static_cast<uintptr_t>(a.u));
+        store(dst, a.u);
+        break;
+      case PackOp::kTensorScalar: {
+        // A 0-d tensor read as a scalar (a device sync for CUDA tensors).
+        c10::Scalar v = a.tensor->item();
+        if (is_complex(slot.code)) {
+          auto c = v.toComplexDouble();
+          store_real(dst, slot.code, c.real(), c.imag());
+        } else if (is_floating(slot.code)) {
+          store_real(dst, slot.code, v.toDouble(), 0.0);
+        } else if (!store_integer(dst, slot.code, v.toLong(), 0, false)) {
+          fail_value(i, "got a 0-d tensor whose value does not fit.");
+        }
+        break;
+      }
+      case PackOp::kInt:
+      case PackOp::kBool:
+        if (!store_integer(dst, slot.code, a.i, a.u, a.big_unsigned)) {
+          std::string v = a.big_unsigned ? std::to_string(a.u) : std::to_string(a.i);
+          fail_value(i, "is " + std::string(dtype_name(slot.code)) + " with range " +
+                            range_of(slot.code) + "; the Python int " + v + " does not fit.");
+        }
+        break;
+      case PackOp::kFloat: store_real(dst, slot.code, a.d, 0.0); break;
+      case PackOp::kComplex: store_real(dst, slot.code, a.d, a.imag); break;
+      case PackOp::kTag: break;  // an empty struct: its value is in its type
+      case PackOp::kBytes:
+        if (a.nbytes != slot.size)
+          fail_param(i, "is " + std::to_string(slot.size) + " bytes; the extension gave " +
+                            std::to_string(a.nbytes) + ".");
+        std::memcpy(dst, a.bytes, a.nbytes);
+        break;
+    }
+  }
+  CUstream stream = cfg.has_stream ? cfg.stream : detail::current_cuda_stream(device);
+  // Debug mode: clear the failure record on the launch's stream, so that a failure recorded
+  // by an earlier launch (another stream, a graph replay) is never reported for this one.
+  std::pair<CUdeviceptr, size_t> debug_record{0, 0};
+  if (options_.compile.debug) {
+    debug_record = kernel.library().global("cj_debug_record");
+    if (debug_record.first != 0)
+      CJ_CHECK(cuMemsetD8Async, debug_record.first, 0, debug_record.second, stream);
+  }
+  if (cooperative()) {
+    // A grid-wide barrier needs every block resident at once: a larger grid would hang.
+    TORCH_CHECK_VALUE(lim.cooperative_launch, "torch_cudajit: kernel '", decl_->name,
+                      "' synchronizes the whole grid, but device ", device,
+                      " does not support cooperative launches.");
+    const int64_t blocks = cfg.grid[0] * cfg.grid[1] * cfg.grid[2];
+    const int per_sm = kernel.max_active_blocks_per_sm(static_cast<int>(threads),
+                                                       static_cast<size_t>(cfg.shared_mem));
+    const int64_t max_blocks = int64_t(per_sm) * lim.multiprocessors;
+    TORCH_CHECK_VALUE(blocks <= max_blocks, "torch_cudajit: kernel '", decl_->name,
+                      "' synchronizes the whole grid, so all its blocks must be resident at "
+                      "once; the grid has ", blocks, " blocks but at most ", max_blocks, " (",
+                      per_sm, " per SM x ", lim.multiprocessors, " SMs) fit with ", threads,
+                      " threads and ", cfg.shared_mem, " bytes of dynamic shared memory per "
+                      "block. Launch at most kernel.max_cooperative_grid_blocks(block) blocks.");
+    CJ_CHECK(cuLaunchCooperativeKernel, kernel.function(), static_cast<unsigned>(cfg.grid[0]),
+             static_cast<unsigned>(cfg.grid[1]), static_cast<unsigned>(cfg.grid[2]),
+             static_cast<unsigned>(cfg.block[0]), static_cast<unsigned>(cfg.block[1]),
+             static_cast<unsigned>(cfg.block[2]), static_cast<unsigned>(cfg.shared_mem), stream,
+             ptrs);
+  } else {
+    CJ_CHECK(cuLaunchKernel, reinterpret_cast<CUfunction>(kernel.handle()),
+             static_cast<unsigned>(cfg.grid[0]), static_cast<unsigned>(cfg.grid[1]),
+             static_cast<unsigned>(cfg.grid[2]), static_cast<unsigned>(cfg.block[0]),
+             static_cast<unsigned>(cfg.block[1]), static_cast<unsigned>(cfg.block[2]),
+             static_cast<unsigned>(cfg.shared_mem), stream, ptrs, nullptr);
+  }
+  if (track_writes) {
+    for (size_t i = 0; i < n; ++i)
+      if (spec.slots[i].written) bump_written_version(*args[i].tensor);
+  }
+  if (debug_record.first != 0) check_debug_record(debug_record.first, debug_record.second, stream);
+}
+
+Arg scalar_arg(const c10::Scalar& s) {
+  Arg a;
+  if (s.isBoolean()) {
+    a.kind = ArgKind::kBool;
+    a.i = s.toBool();
+  } else if (s.isIntegral(/*includeBool=*/false)) {
+    a.kind = ArgKind::kInt;
+    a.i = s.toLong();
+  } else if (s.isComplex()) {
+    a.kind = ArgKind::kComplex;
+    auto c = s.toComplexDouble();
+    a.d = c.real();
+    a.imag = c.imag();
+  } else {
+    a.kind = ArgKind::kFloat;
+    a.d = s.toDouble();
+  }
+  return a;
+}
+
+void check_write_untracked(const at::Tensor& t, const std::string& kernel, const std::string& what) {
+  TORCH_CHECK(!t.requires_grad(), "torch_cudajit: kernel '", kernel, "' writes ", what,
+              ", a tensor that requires grad; kernels have no derivative, so autograd cannot "
+              "track the write. Write into a tensor that does not require grad (torch.empty(...), "
+              "or t.detach()), launch under torch.no_grad(), or wrap the launch in a "
+              "torch.autograd.Function that defines backward.");
+}
+
+namespace {
+
+// The device's CjDebugRecord (torch_cudajit/include/cj/cj.cuh), field for field.
+struct DebugRecord {
+  uint32_t kind;
+  uint32_t line;
+  uint32_t thread[3];
+  uint32_t block[3];
+  int32_t dim;
+  int32_t rank;
+  int64_t index;
+  int64_t shape[8];
+  char file[128];
+  char message[256];
+};
+static_assert(sizeof(DebugRecord) == 496, "DebugRecord must match CjDebugRecord in cj.cuh");
+
+}  // namespace
+
+KernelAssertionError::KernelAssertionError(std::string message, std::string kernel_name,
+                                           std::string file, int line,
+                                           std::array<unsigned, 3> thread,
+                                           std::array<unsigned, 3> block, bool bounds,
+                                           int64_t index, int dim, std::vector<int64_t> shape)
+    : c10::Error(std::move(message), /*backtrace=*/nullptr),
+      kernel_name_(std::move(kernel_name)),
+      file_(std::move(file)),
+      line_(line),
+      thread_(thread),
+      block_(block),
+      bounds_(bounds),
+      index_(index),
+      dim_(dim),
+      shape_(std::move(shape)) {}
+
+void Dispatcher::check_debug_record(CUdeviceptr ptr, size_t size, CUstream stream) {
+  // Reading the record needs a synchronization, which a CUDA graph capture forbids.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CJ_CHECK(cuStreamIsCapturing, stream, &capture);
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return;
+  TORCH_INTERNAL_ASSERT(size == sizeof(DebugRecord), "cj_debug_record is ", size,
+                        " bytes; the host expects ", sizeof(DebugRecord));
+  CJ_CHECK(cuStreamSynchronize, stream);
+  DebugRecord r;
+  CJ_CHECK(cuMemcpyDtoH, &r, ptr, sizeof(r));
+  if (r.kind == 0) return;
+  r.file[sizeof(r.file) - 1] = 0;
+  r.message[sizeof(r.message) - 1] = 0;
+  std::ostringstream where;
+  where << r.file << ":" << r.line << " in thread (" << r.thread[0] << ", " << r.thread[1] << ", "
+        << r.thread[2] << ") of block (" << r.block[0] << ", " << r.block[1] << ", " << r.block[2]
+        << ")";
+  std::ostringstream os;
+  std::vector<int64_t> shape;
+  if (r.kind == 1) {
+    const int rank = std::max(0, std::min<int>(r.rank, 8));
+    shape.assign(r.shape, r.shape + rank);
+    os << "torch_cudajit: kernel '" << decl_->name << "' indexed out of bounds at " << where.str()
+       << ": index " << r.index << " is outside dimension " << r.dim << " of size "
+       << (r.dim >= 0 && r.dim < rank ? r.shape[r.dim] : -1) << " of an array of shape [";
+    for (int d = 0; d < rank; ++d) os << (d ? ", " : "") << r.shape[d];
+    os << "]. The access was not performed; the CUDA context is still usable.";
+  } else {
+    std::string text(r.message);
+    const size_t sep = text.find('\x1f');
+    const std::string condition = sep == std::string::npos ? text : text.substr(0, sep);
+    const std::string message = sep == std::string::npos ? "" : text.substr(sep + 1);
+    os << "torch_cudajit: kernel '" << decl_->name << "' failed cj_assert(" << condition
+       << ") at " << where.str() << ": " << message
+       << ". The CUDA context is still usable.";
+  }
+  throw KernelAssertionError(os.str(), decl_->name, r.file, static_cast<int>(r.line),
+                             {r.thread[0], r.thread[1], r.thread[2]},
+                             {r.block[0], r.block[1], r.block[2]}, r.kind == 1, r.index, r.dim,
+                             std::move(shape));
+}
+
+void Dispatcher::launch(const Arg* args, size_t n, const LaunchConfig& cfg) {
+  int device = 0;
+  SpecKey key = make_key(args, n, &device);
+  std::shared_ptr<Specialization> spec = get(key);
+  TORCH_CHECK_VALUE(cfg.forall_tasks >= 0, "torch_cudajit: a forall launch of kernel '",
+                    decl_->name, "' needs ntasks >= 1, got ", cfg.forall_tasks, ".");
+  if (cfg.forall_tasks > 0) return launch(*spec, args, n, device, forall_launch(*spec, device, cfg));
+  launch(*spec, args, n, device, cfg);
+}
+
+}  // namespace torch_cudajit
