@@ -249,7 +249,7 @@ std::shared_ptr<Specialization> Dispatcher::build(
       case ArgKind::kTag: slot.op = PackOp::kTag; break;
       case ArgKind::kNone: TORCH_INTERNAL_ASSERT(false, "kNone in a key");
     }
-    slot.written = (slot.op == PackOp::kArray || slot.op == PackOp::kPointer) && !p.is_const;
+    slot.written = (slot.op == PackOp::kArray || slot.op == PackOp::kPointer) && may_write(p);
     bool numeric = s.kind == ArgKind::kInt || s.kind == ArgKind::kFloat ||
                    s.kind == ArgKind::kBool || s.kind == ArgKind::kComplex ||
                    slot.op == PackOp::kTensorScalar;

@@ -268,6 +268,26 @@ const char* to_string(ParamKind kind) {
   return "?";
 }
 
+ParamRole param_role(const Param& p) {
+  switch (p.kind) {
+    case ParamKind::kArray:
+    case ParamKind::kPointer: return p.is_const ? ParamRole::kInput : ParamRole::kOutput;
+    case ParamKind::kAuto: return ParamRole::kAuto;
+    case ParamKind::kScalar: return ParamRole::kScalar;
+  }
+  return ParamRole::kScalar;
+}
+
+const char* to_string(ParamRole r) {
+  switch (r) {
+    case ParamRole::kOutput: return "output";
+    case ParamRole::kInput: return "input";
+    case ParamRole::kScalar: return "scalar";
+    case ParamRole::kAuto: return "auto";
+  }
+  return "?";
+}
+
 std::optional<size_t> KernelDecl::find_param(const std::string& n) const {
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i].name == n) return i;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -19,6 +20,15 @@ enum class ParamKind {
   kPointer,  ///< T* / const T*: a contiguous tensor, as its data pointer
   kScalar,   ///< any other type: a Python number, a 0-d tensor or extension-provided bytes
   kAuto,     ///< an abbreviated-template `auto` parameter: deduced from the argument
+};
+
+/// How a parameter takes part in a launch, from its declaration alone; every layer (the launch,
+/// the op family, the Python API) reads it from param_role().
+enum class ParamRole : uint8_t {
+  kOutput,  ///< a tensor the kernel may write: a non-const Array or pointer
+  kInput,   ///< a tensor the kernel only reads: const element type
+  kScalar,  ///< a number (or extension bytes, or a 0-d tensor read as a number)
+  kAuto,    ///< an `auto` parameter: a number, or a tensor the kernel may write
 };
 
 /// What an Array parameter's declaration says about its layout.
@@ -51,6 +61,17 @@ struct Param {
   // Offsets into the original source, used by the layout rewrite.
   size_t layout_insert = std::string::npos;  ///< position of the Array's closing '>'
 };
+
+/// The role of a parameter (see ParamRole).
+ParamRole param_role(const Param& p);
+/// True when a tensor bound to the parameter may be written: outputs, and `auto` parameters
+/// (which deduce non-const elements even when declared `const auto`).
+inline bool may_write(const Param& p) {
+  const ParamRole r = param_role(p);
+  return r == ParamRole::kOutput || r == ParamRole::kAuto;
+}
+/// The role's name in Python and messages: "output", "input", "scalar" or "auto".
+const char* to_string(ParamRole r);
 
 /// One reflected __global__ function.
 struct KernelDecl {

@@ -48,10 +48,14 @@ class Parameter:
     is_const: bool  # element type is const: the kernel only reads this tensor
     element: str
     rank: str
+    # How it takes part in a launch, from the C++ core (param_role in csrc/reflection.h):
+    # "output" (a tensor the kernel may write), "input" (read only), "scalar" or "auto" (a
+    # number, or a tensor the kernel may write).
+    role: str = "scalar"
 
     @property
     def writable(self) -> bool:
-        return self.kind in ("array", "pointer", "auto") and not self.is_const
+        return self.role in ("output", "auto")
 
 
 class CompiledKernel:
@@ -754,11 +758,7 @@ class Kernel(_Launch, _Scriptable):
         self._launchers: dict = {}
         self._kernel = self
         # How each parameter travels through the cudajit::launch op (see _OpLauncher).
-        # An `auto` parameter takes a number or a tensor (written): "auto".
-        self._op_roles = tuple(
-            ("input" if p.is_const else "output") if p.kind in ("array", "pointer")
-            else p.kind if p.kind == "auto" else "scalar"
-            for p in self._params)
+        self._op_roles = tuple(p.role for p in self._params)
 
     # -- the op family -------------------------------------------------------------------------
     @property

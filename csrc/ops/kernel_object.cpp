@@ -57,14 +57,7 @@ KernelObject::KernelObject(std::shared_ptr<const Program> program, std::string n
   o.compile.link = link_;
   o.cooperative = static_cast<int>(cooperative_);
   dispatcher_ = std::make_shared<Dispatcher>(program_, name_, o);
-  for (const Param& p : dispatcher_->decl().params) {
-    if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer)
-      roles_.push_back(p.is_const ? OpRole::kInput : OpRole::kOutput);
-    else if (p.kind == ParamKind::kAuto)
-      roles_.push_back(OpRole::kAuto);
-    else
-      roles_.push_back(OpRole::kScalar);
-  }
+  for (const Param& p : dispatcher_->decl().params) roles_.push_back(param_role(p));
   Sha256 h;
   // The program's digest stands for its source and file name (hashed once per program).
   h.field(program_->digest()).field(name_).field(std_).field(template_args_);
@@ -166,8 +159,8 @@ std::string KernelObject::describe_params() const {
   const auto& params = dispatcher_->decl().params;
   for (size_t i = 0; i < params.size(); ++i)
     os << "\n  " << params[i].type << " " << params[i].name << " ("
-       << (roles_[i] == OpRole::kOutput  ? "output: written"
-           : roles_[i] == OpRole::kInput ? "input: const, read only"
+       << (roles_[i] == ParamRole::kOutput  ? "output: written"
+           : roles_[i] == ParamRole::kInput ? "input: const, read only"
                                          : "number")
        << ")";
   return os.str();
@@ -227,13 +220,13 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
   // Values are the number and `auto` parameters, one kind each; a tensor given to an `auto`
   // parameter ('t') counts with the outputs.
   size_t n_out = 0, n_in = 0, n_values = 0;
-  for (OpRole r : roles_) {
-    if (r == OpRole::kOutput) {
+  for (ParamRole r : roles_) {
+    if (r == ParamRole::kOutput) {
       ++n_out;
-    } else if (r == OpRole::kInput) {
+    } else if (r == ParamRole::kInput) {
       ++n_in;
     } else {
-      if (r == OpRole::kAuto && n_values < kinds.size() && kinds[n_values] == 't') ++n_out;
+      if (r == ParamRole::kAuto && n_values < kinds.size() && kinds[n_values] == 't') ++n_out;
       ++n_values;
     }
   }
@@ -268,9 +261,9 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
   };
   const auto& params = dispatcher_->decl().params;
   for (size_t i = 0; i < roles_.size(); ++i) {
-    const OpRole role = roles_[i];
-    if (role == OpRole::kOutput || role == OpRole::kInput) {
-      bind_tensor(args[i], role == OpRole::kOutput);
+    const ParamRole role = roles_[i];
+    if (role == ParamRole::kOutput || role == ParamRole::kInput) {
+      bind_tensor(args[i], role == ParamRole::kOutput);
       continue;
     }
     const char kind = kinds[j];
@@ -279,7 +272,7 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
                       "': scalar_tensors[", j, "] is given for a number of kind '", kind,
                       "'; only floats ('f') come as tensors.");
     if (kind == 't') {
-      TORCH_CHECK_VALUE(role == OpRole::kAuto, "torch_cudajit: cudajit::launch of kernel '", name_,
+      TORCH_CHECK_VALUE(role == ParamRole::kAuto, "torch_cudajit: cudajit::launch of kernel '", name_,
                         "': kinds[", j, "] is 't' (a tensor) for parameter '", params[i].name,
                         "', which takes a number; 't' is for auto parameters.");
       bind_tensor(args[i], /*written=*/true);
@@ -324,7 +317,7 @@ void launch_values_through_op(const c10::intrusive_ptr<KernelObject>& kernel,
   const auto& roles = kernel->roles();
   const auto& params = kernel->dispatcher().decl().params;
   size_t n_tensors = 0;
-  for (OpRole r : roles) n_tensors += r == OpRole::kOutput || r == OpRole::kInput;
+  for (ParamRole r : roles) n_tensors += r == ParamRole::kOutput || r == ParamRole::kInput;
   TORCH_CHECK_TYPE(tensors.size() == n_tensors && values.size() == roles.size() - n_tensors,
                     "torch_cudajit: kernel '", kernel->name(), "' takes ", n_tensors,
                     " tensor(s) and ", roles.size() - n_tensors, " number(s), in parameter "
@@ -340,13 +333,13 @@ void launch_values_through_op(const c10::intrusive_ptr<KernelObject>& kernel,
     else more.push_back(x);
   };
   for (size_t i = 0; i < roles.size(); ++i) {
-    const OpRole r = roles[i];
-    if (r == OpRole::kOutput || r == OpRole::kInput) {
-      place(tensors[t++], r == OpRole::kOutput);
+    const ParamRole r = roles[i];
+    if (r == ParamRole::kOutput || r == ParamRole::kInput) {
+      place(tensors[t++], r == ParamRole::kOutput);
       continue;
     }
     const c10::IValue& x = values[v];
-    if (x.isTensor() && r == OpRole::kAuto) {
+    if (x.isTensor() && r == ParamRole::kAuto) {
       numbers.add_tensor();
       place(x.toTensor(), /*written=*/true);
     } else {

@@ -18,13 +18,11 @@
 
 namespace torch_cudajit {
 
-/// How the op family passes one kernel parameter: tensors the kernel may write go in the
-/// op's mutable output slots, read-only tensors (const element type) in `inputs`, and numbers
-/// in `ints` and `floats` (see OpNumbers). This is what lets the schema say which tensors are
-/// written. An `auto` parameter (kAuto) takes a number or a tensor; its kind in `kinds` says
-/// which ('t': a tensor, among the outputs: `auto` deduces a non-const element type, so the
-/// kernel may write it).
-enum class OpRole : uint8_t { kOutput, kInput, kScalar, kAuto };
+// How the op family passes one kernel parameter follows its ParamRole (reflection.h): tensors
+// the kernel may write go in the op's mutable output slots, read-only tensors (const element
+// type) in `inputs`, and numbers in `ints` and `floats` (see OpNumbers). This is what lets the
+// schema say which tensors are written. An `auto` parameter takes a number or a tensor; its
+// kind in `kinds` says which ('t': a tensor, among the outputs).
 
 /// The cudajit op's fixed output slots (out0..out3); further outputs go in `more_outputs`.
 constexpr size_t kOpOutputSlots = 4;
@@ -84,7 +82,7 @@ class KernelObject : public torch::CustomClassHolder {
   /// 16 hex characters of SHA-256 over the state: equal kernels have equal fingerprints.
   const std::string& fingerprint() const { return fingerprint_; }
   /// The role of each parameter, in declaration order.
-  const std::vector<OpRole>& roles() const { return roles_; }
+  const std::vector<ParamRole>& roles() const { return roles_; }
   Dispatcher& dispatcher() { return *dispatcher_; }
   /// The Python Kernel shares this dispatcher, so both launch paths share compiled code.
   const std::shared_ptr<Dispatcher>& dispatcher_ptr() const { return dispatcher_; }
@@ -106,7 +104,7 @@ class KernelObject : public torch::CustomClassHolder {
   bool debug_ = false, lineinfo_ = false, cache_ = true;
   int64_t cooperative_ = -1;
   std::string fingerprint_;
-  std::vector<OpRole> roles_;
+  std::vector<ParamRole> roles_;
   std::shared_ptr<Dispatcher> dispatcher_;
 };
 

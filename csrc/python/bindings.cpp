@@ -354,9 +354,9 @@ struct OpLauncher {
     size_t n_out = 0;
     for (size_t i = 0; i < n; ++i) {
       PyObject* o = PyTuple_GET_ITEM(args, i);
-      const bool auto_tensor = roles[i] == OpRole::kAuto && THPVariable_Check(o);
+      const bool auto_tensor = roles[i] == ParamRole::kAuto && THPVariable_Check(o);
       if (auto_tensor) numbers.add_tensor();  // then placed with the written tensors below
-      if (roles[i] == OpRole::kScalar || (roles[i] == OpRole::kAuto && !auto_tensor)) {
+      if (roles[i] == ParamRole::kScalar || (roles[i] == ParamRole::kAuto && !auto_tensor)) {
         if (PyBool_Check(o)) numbers.add(o == Py_True);
         else if (PyLong_Check(o)) numbers.add(static_cast<int64_t>(PyLong_AsLongLong(o)));
         else if (PyFloat_Check(o)) numbers.add(PyFloat_AS_DOUBLE(o));
@@ -373,7 +373,7 @@ struct OpLauncher {
                        "' of kernel '", kernel->name(), "' takes a tensor; got ",
                        Py_TYPE(o)->tp_name, ".");
       const at::Tensor& t = THPVariable_Unpack(o);
-      if (roles[i] == OpRole::kInput) inputs.push_back(t);
+      if (roles[i] == ParamRole::kInput) inputs.push_back(t);
       else if (n_out < kOpOutputSlots) slots[n_out++] = t;
       else more.push_back(t);
     }
@@ -409,6 +409,7 @@ py::dict param_dict(const Param& p) {
   d["type"] = p.type;
   d["kind"] = to_string(p.kind);
   d["is_const"] = p.is_const;
+  d["role"] = to_string(param_role(p));
   d["element"] = p.element;
   d["rank"] = p.rank;
   return d;

@@ -51,7 +51,7 @@ TEST(OpsTest, SchemaAnnotatesWrittenTensors) {
 
 TEST(OpsTest, RolesFollowConstness) {
   auto k = make_axpy();
-  const std::vector<OpRole> expected = {OpRole::kOutput, OpRole::kInput, OpRole::kInput, OpRole::kScalar};
+  const std::vector<ParamRole> expected = {ParamRole::kOutput, ParamRole::kInput, ParamRole::kInput, ParamRole::kScalar};
   EXPECT_EQ(k->roles(), expected);
   EXPECT_EQ(k->name(), "axpy");
 }
@@ -72,8 +72,8 @@ c10::intrusive_ptr<KernelObject> make_auto_scale() {
 
 TEST(OpsTest, AutoParametersHaveRolesOfTheirOwn) {
   // `const auto x` deduces a const Array of non-const elements: the kernel may still write.
-  const std::vector<OpRole> expected = {OpRole::kAuto, OpRole::kAuto, OpRole::kAuto,
-                                        OpRole::kScalar};
+  const std::vector<ParamRole> expected = {ParamRole::kAuto, ParamRole::kAuto, ParamRole::kAuto,
+                                        ParamRole::kScalar};
   EXPECT_EQ(make_auto_scale()->roles(), expected);
   OpNumbers n;
   n.add_tensor();

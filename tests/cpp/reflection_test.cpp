@@ -124,6 +124,41 @@ TEST(ReflectionTest, ParameterKinds) {
   }
 }
 
+// One role per parameter, from kind and constness alone: every layer reads it (param_role).
+TEST(ReflectionTest, RolesFollowKindAndConstness) {
+  struct Case {
+    const char* title;
+    const char* source;
+    std::vector<ParamRole> roles;
+    std::vector<bool> may_write;
+  };
+  const Case cases[] = {
+      {"arrays and pointers",
+       "__global__ void k(cj::Array<float, 1> o, cj::Array<const float, 1> i, float* p, "
+       "const float* q) {}",
+       {ParamRole::kOutput, ParamRole::kInput, ParamRole::kOutput, ParamRole::kInput},
+       {true, false, true, false}},
+      {"numbers", "__global__ void k(int n, const float s, double d) {}",
+       {ParamRole::kScalar, ParamRole::kScalar, ParamRole::kScalar}, {false, false, false}},
+      // `const auto` deduces a const Array of non-const elements: the kernel may still write.
+      {"auto", "__global__ void k(auto x, const auto y) {}", {ParamRole::kAuto, ParamRole::kAuto},
+       {true, true}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.title);
+    auto kernels = cjtest::reflect(c.source);
+    ASSERT_EQ(kernels.size(), 1u);
+    ASSERT_EQ(kernels[0].params.size(), c.roles.size());
+    for (size_t i = 0; i < c.roles.size(); ++i) {
+      SCOPED_TRACE(kernels[0].params[i].name);
+      EXPECT_EQ(param_role(kernels[0].params[i]), c.roles[i]);
+      EXPECT_EQ(may_write(kernels[0].params[i]), c.may_write[i]);
+    }
+  }
+  EXPECT_STREQ(to_string(ParamRole::kOutput), "output");
+  EXPECT_STREQ(to_string(ParamRole::kAuto), "auto");
+}
+
 // Declaration-level facts: name, template header, linkage, definition, line.
 struct DeclCase {
   const char* title;

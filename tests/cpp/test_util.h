@@ -44,13 +44,13 @@ std::string expect_throws(F&& fn) {
       << "expected to find: " << (part) << "\nin:\n"                                       \
       << (text)
 
-/// An ArgSig for a tensor argument.
 /// The kernels of a source as the plugin reflects them: the front end with the include folders,
 /// macros and standard a kernel with default options compiles with.
 inline std::vector<KernelDecl> reflect(const std::string& source) {
   return reflect_kernels(source, frontend_args({}, "c++17"));
 }
 
+/// An ArgSig for a tensor argument.
 inline ArgSig tensor_sig(TypeCode dtype, int rank, bool contiguous = true) {
   ArgSig s;
   s.kind = ArgKind::kTensor;

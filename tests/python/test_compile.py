@@ -73,6 +73,9 @@ def test_writable_parameters():
     k = tcj.jit("__global__ void k(float* a, const float* b, cj::Array<float, 1> c, "
                 "cj::Array<const float, 1> d, int n, auto e) {}", std="c++20")
     assert [p.writable for p in k.params] == [True, False, True, False, False, True]
+    # The roles come from the C++ core (param_role), which the op path reads too.
+    assert [p.role for p in k.params] == ["output", "input", "output", "input", "scalar", "auto"]
+    assert k._op_roles == tuple(p.role for p in k.params)
 
 
 def test_reflection_types_are_normalized():
