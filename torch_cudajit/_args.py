@@ -86,3 +86,20 @@ def coerce(value):
     if hasattr(value, "__dlpack__"):
         return torch.from_dlpack(value)
     return value
+
+
+def as_tuple(value):
+    """A list grid or block as a tuple, so that the launch configuration can be cached."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def dims(value, what: str, kernel: str) -> list:
+    """A grid or block (an int, or 1 to 3 ints) as three ints; TypeError names the kernel."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value, 1, 1]
+    if isinstance(value, (tuple, list)) and 1 <= len(value) <= 3 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value) + [1] * (3 - len(value))
+    raise TypeError(f"kernel '{kernel}': {what} must be an int or a tuple of 1 to 3 ints, "
+                    f"got {value!r}")
+

@@ -138,7 +138,7 @@ def test_changing_floats_stay_on_the_cpu_whatever_the_default_device():
 def test_ints_below_the_symint_range_are_refused():
     """The op's ints are SymInt[] (from -2^62 up). The launcher torch.compile traces refuses one
     below, naming the parameter; called outside tracing here, so no Dynamo wraps the error."""
-    from torch_cudajit._kernel import _OpLauncher
+    from torch_cudajit._op import _OpLauncher
     k = cj.jit(ACCUMULATE)
     with pytest.raises(ValueError, match=r"parameter 'n' of kernel 'accumulate': the op path takes ints "
                                          r"from -2\^62 up, got -9223372036854775808"):

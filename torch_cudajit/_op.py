@@ -1,0 +1,122 @@
+"""The op path: kernel.op[grid, block] and, under torch.compile, kernel[grid, block] as calls of
+torch.ops.cudajit.launch (see csrc/ops/schemas.cpp)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch.fx.experimental import symbolic_shapes as _symbolic_shapes
+
+from ._args import dims
+from ._loader import _C
+
+if TYPE_CHECKING:
+    from ._kernel import Kernel
+
+
+class _OpIndexer:
+    def __init__(self, kernel: "Kernel"):
+        self._kernel = kernel
+
+    def __getitem__(self, config):
+        traced = _OpLauncher(self._kernel, config)  # validates the configuration
+        if torch.compiler.is_compiling():
+            return traced
+        # Eager: the same op through the C++ dispatcher, the kernel object converted once.
+        k = self._kernel
+
+        def bind_keywords(launcher, args, kwargs):
+            launcher.launch_normalized(k._bind(args, kwargs))
+
+        return _C.OpLauncher(k.script_object, traced._grid, traced._block, traced._shared_mem,
+                             bind_keywords)
+
+
+class _OpLauncher:
+    """kernel[grid, block] as a call of torch.ops.cudajit.launch: written tensors (non-const
+    parameters) in the output slots, read-only tensors in ``inputs``, numbers in ``ints`` and
+    ``floats`` with their kinds (see csrc/ops/schemas.cpp).
+    With ``forall``, the configuration is (ntasks, 0, ...): the op's block [0] asks it to pick
+    the block size when it runs."""
+
+    def __init__(self, kernel: "Kernel", config, forall: bool = False):
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise ValueError(f"kernel '{kernel.name}': the launch configuration must be "
+                             f"[grid, block] or [grid, block, stream, shared_mem]; got {config!r}")
+        if len(config) > 2 and config[2] is not None:
+            raise ValueError(f"kernel '{kernel.name}': the op path launches on the current "
+                             f"stream; use `with torch.cuda.stream(s):` instead of a stream in "
+                             f"the launch configuration")
+        shared_mem = config[3] if len(config) > 3 else 0
+        if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or shared_mem < 0:
+            raise ValueError(f"kernel '{kernel.name}': shared_mem must be an int >= 0, got {shared_mem!r}")
+        self._kernel = kernel
+        if forall:
+            self._grid, self._block = [config[0]], [0]
+        else:
+            self._grid = dims(config[0], "grid", kernel.name)
+            self._block = dims(config[1], "block", kernel.name)
+        self._shared_mem = shared_mem
+
+    def __call__(self, *args, **kwargs):
+        k = self._kernel
+        if kwargs:
+            args = k._bind(args, kwargs)
+        roles = k._op_roles
+        if len(args) != len(roles):
+            raise TypeError(f"kernel '{k.name}' takes {len(roles)} argument(s), got {len(args)}")
+        compiling = torch.compiler.is_compiling()
+        outs, ins, ints, floats, kinds, scalar_tensors = [], [], [], [], [], []
+        for i, value in enumerate(args):
+            role = roles[i]
+            if role == "auto":
+                if isinstance(value, torch.Tensor):
+                    kinds.append("t")
+                    scalar_tensors.append(None)
+                    outs.append(value)  # `auto` deduces non-const elements: written
+                    continue
+                role = "scalar"
+            if role == "scalar":
+                if isinstance(value, torch.Tensor) or not isinstance(value, (int, float, bool, complex)):
+                    raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
+                                    f"number on the op path (torch.compile, TorchScript); got "
+                                    f"{type(value).__name__}")
+                # A float torch.compile made symbolic (one it saw change) reaches the graph as a
+                # 0-d tensor computed from it, with a placeholder in `floats`: that keeps it a
+                # graph input, where in `floats` it would be specialized and each new value (a
+                # learning rate) would recompile. Constants and symbolic ints stay in the lists.
+                tensor = None
+                if isinstance(value, bool):
+                    kinds.append("b")
+                    ints.append(int(value))
+                elif isinstance(value, int):
+                    if not isinstance(value, torch.SymInt) and value < -(1 << 62):
+                        raise ValueError(f"parameter '{k._params[i].name}' of kernel '{k.name}': "
+                                         f"the op path takes ints from -2^62 up, got {value}; "
+                                         f"pass such a value as a float, or in a tensor")
+                    kinds.append("i")
+                    ints.append(value)
+                elif isinstance(value, complex):
+                    kinds.append("c")
+                    floats += [value.real, value.imag]
+                else:
+                    kinds.append("f")
+                    if compiling and not _symbolic_shapes.has_static_value(value):
+                        tensor = torch.zeros((), dtype=torch.float64, device="cpu") + value
+                        value = 0.0
+                    floats.append(value)
+                scalar_tensors.append(tensor)
+            elif not isinstance(value, torch.Tensor):
+                raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
+                                f"tensor; got {type(value).__name__}")
+            elif role == "output":
+                outs.append(value)
+            else:
+                ins.append(value)
+        if not any(t is not None for t in scalar_tensors):
+            scalar_tensors = None
+        slots = outs[:4] + [None] * (4 - min(len(outs), 4))
+        torch.ops.cudajit.launch.default(k.script_object, slots[0], slots[1], slots[2], slots[3],
+                                         outs[4:], ins, ints, floats, "".join(kinds), self._grid,
+                                         self._block, self._shared_mem, scalar_tensors)
+
