@@ -110,7 +110,7 @@ setup(
         ),
         CppExtension(
             "torch_cudajit._C",
-            ["csrc/python/bindings.cpp"],
+            sorted(glob.glob("csrc/python/*.cpp")),
             libraries=["torch_cudajit", "c10_cuda"],
             # Some Python builds link extensions with -static-libstdc++; a private copy of
             # libstdc++ beside torch's shared one breaks iostream locales. Link the shared one.
