@@ -150,6 +150,22 @@ std::shared_ptr<Specialization> get_or_compile(Dispatcher& d, const SpecKey& key
 
 namespace {
 
+// Runs the body of a tp_call: a pending Python error is restored, and a C++ exception goes
+// through every registered translator (torch's c10 errors -> TypeError/ValueError,
+// CompileError); either way the call returns nullptr.
+template <class Body>
+PyObject* translating_errors(Body&& body) {
+  try {
+    return body();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
+    pybind11::detail::try_translate_exceptions();
+    return nullptr;
+  }
+}
+
 /// A kernel configured with grid, block, stream and shared memory: kernel[grid, block](...).
 struct Launcher {
   std::shared_ptr<Dispatcher> dispatcher;
@@ -296,7 +312,7 @@ PyObject* warn_once(Launcher& l) {
 }
 
 PyObject* launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
-  try {
+  return translating_errors([&]() -> PyObject* {
     Launcher& l = py::cast<Launcher&>(py::handle(self));
     if ((kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0) && l.try_launch(args, !l.fallback.is_none())) {
       if (!l.warning.empty()) return warn_once(l);
@@ -306,14 +322,7 @@ PyObject* launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
     py::object r = l.fallback(py::handle(self), py::reinterpret_borrow<py::tuple>(args),
                               kwargs ? py::reinterpret_borrow<py::dict>(kwargs) : py::dict());
     return r.release().ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
-    return nullptr;
-  } catch (...) {
-    // Every registered translator (torch's c10 errors -> TypeError/ValueError, CompileError).
-    pybind11::detail::try_translate_exceptions();
-    return nullptr;
-  }
+  });
 }
 
 // kernel.op[grid, block](...) in eager mode: a call of the cudajit::launch op through the C++
@@ -370,7 +379,7 @@ struct OpLauncher {
 };
 
 PyObject* op_launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
-  try {
+  return translating_errors([&]() -> PyObject* {
     OpLauncher& l = py::cast<OpLauncher&>(py::handle(self));
     if (kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0) {
       l.launch(args);
@@ -379,13 +388,7 @@ PyObject* op_launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
     py::object r = l.fallback(py::handle(self), py::reinterpret_borrow<py::tuple>(args),
                               py::reinterpret_borrow<py::dict>(kwargs));
     return r.release().ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
-    return nullptr;
-  } catch (...) {
-    pybind11::detail::try_translate_exceptions();
-    return nullptr;
-  }
+  });
 }
 }  // namespace
 
