@@ -77,7 +77,21 @@ class _OpLauncher:
                     continue
                 role = "scalar"
             if role == "scalar":
-                if isinstance(value, torch.Tensor) or not isinstance(value, (int, float, bool, complex)):
+                if isinstance(value, torch.Tensor):
+                    # A 0-d floating-point CPU tensor is read as a float when the op runs; under
+                    # torch.compile it stays a graph input, so new values (a learning rate kept
+                    # in a tensor) never recompile.
+                    if value.dim() != 0 or not value.is_floating_point() or value.device.type != "cpu":
+                        raise TypeError(
+                            f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a number "
+                            f"on the op path (torch.compile, TorchScript), or a 0-d floating-point "
+                            f"CPU tensor; got a {value.dtype} tensor of shape {tuple(value.shape)} "
+                            f"on {value.device}")
+                    kinds.append("f")
+                    floats.append(0.0)
+                    scalar_tensors.append(value)
+                    continue
+                if not isinstance(value, (int, float, bool, complex)):
                     raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
                                     f"number on the op path (torch.compile, TorchScript); got "
                                     f"{type(value).__name__}")

@@ -166,6 +166,16 @@ PyObject* translating_errors(Body&& body) {
   }
 }
 
+// The op's scalar_tensors: none, or one entry per number with the given tensors at their
+// indices (0-d tensors given for float parameters).
+ScalarTensors scalar_tensors_of(c10::ArrayRef<std::pair<size_t, at::Tensor>> given, size_t n) {
+  if (given.empty()) return ScalarTensors();
+  c10::List<std::optional<at::Tensor>> list;
+  list.resize(n);
+  for (const auto& [index, t] : given) list.set(index, t);
+  return list;
+}
+
 /// A kernel configured with grid, block, stream and shared memory: kernel[grid, block](...).
 struct Launcher {
   std::shared_ptr<Dispatcher> dispatcher;
@@ -345,6 +355,7 @@ struct OpLauncher {
     std::optional<at::Tensor> slots[kOpOutputSlots];
     c10::SmallVector<at::Tensor, 4> more, inputs;
     OpNumbers numbers;
+    c10::SmallVector<std::pair<size_t, at::Tensor>, 2> scalar_tensors;  // (number index, tensor)
     size_t n_out = 0;
     for (size_t i = 0; i < n; ++i) {
       PyObject* o = PyTuple_GET_ITEM(args, i);
@@ -356,7 +367,18 @@ struct OpLauncher {
         else if (PyFloat_Check(o)) numbers.add(PyFloat_AS_DOUBLE(o));
         else if (PyComplex_Check(o))
           numbers.add(c10::complex<double>(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)));
-        else
+        else if (THPVariable_Check(o)) {
+          // A 0-d floating-point CPU tensor, read as a float when the op runs; a placeholder
+          // goes in `floats`.
+          const at::Tensor& t = THPVariable_Unpack(o);
+          TORCH_CHECK_TYPE(t.dim() == 0 && t.is_floating_point() && t.device().is_cpu(),
+                           "torch_cudajit: parameter '", params[i].name, "' of kernel '",
+                           kernel->name(), "' takes a number on the op path, or a 0-d "
+                           "floating-point CPU tensor; got a ", t.scalar_type(), " tensor of "
+                           "shape ", t.sizes(), " on ", t.device(), ".");
+          scalar_tensors.emplace_back(numbers.kinds.size(), t);
+          numbers.add(0.0);
+        } else
           TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", params[i].name, "' of kernel '",
                            kernel->name(), "' takes a number on the op path; got ",
                            Py_TYPE(o)->tp_name, ".");
@@ -374,7 +396,7 @@ struct OpLauncher {
     launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], at::TensorList(more),
                      at::TensorList(inputs), c10::fromIntArrayRefSlow(numbers.ints),
                      c10::ArrayRef<double>(numbers.floats), numbers.kinds, grid, block, shared_mem,
-                     ScalarTensors());
+                     scalar_tensors_of(scalar_tensors, numbers.kinds.size()));
   }
 };
 

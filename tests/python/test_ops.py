@@ -249,8 +249,12 @@ def test_compile_traces_keyword_arguments():
 def test_op_path_argument_errors():
     k = cj.jit(AXPY)
     x = torch.randn(4)
+    with pytest.raises(TypeError, match=r"parameter 'a' of kernel 'axpy' takes a number on the op "
+                                        r"path, or a 0-d floating-point CPU tensor; got a Float "
+                                        r"tensor of shape \[4\] on cpu"):
+        k.op[1, 4](x, x, x, x)
     with pytest.raises(TypeError, match="parameter 'a' of kernel 'axpy' takes a number on the op path"):
-        k.op[1, 4](x, x, x, torch.tensor(2.0))
+        k.op[1, 4](x, x, x, "2.0")
     with pytest.raises(TypeError, match="parameter 'x' of kernel 'axpy' takes a tensor; got float"):
         k.op[1, 4](x, 1.0, x, 2.0)
     with pytest.raises(TypeError, match="kernel 'axpy' takes 4 argument"):

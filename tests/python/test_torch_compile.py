@@ -120,6 +120,33 @@ def test_changing_numbers_do_not_recompile(dynamic):
     assert "0.1" not in rec.codes[-1] and "0.9" not in rec.codes[-1], rec.codes[-1]
 
 
+def test_a_float_kept_in_a_tensor_never_recompiles():
+    """A float parameter given a 0-d CPU tensor (a learning rate kept in a tensor, as torch's
+    optimizers allow) is a graph input from the first call: 100 new values, one graph."""
+    k = cj.jit(ACCUMULATE)
+    out, x = torch.randn(N), torch.randn(N)
+    rec = Recorder()
+    compiled = torch.compile(lambda out, x, a: k.forall(N)(out, x, a, N), backend=rec.backend(),
+                             fullgraph=True)
+    for t in range(100):
+        compiled(out, x, torch.tensor(0.1 / (1 + t), dtype=torch.float64))
+    assert len(rec.codes) == 1, rec.codes
+    assert "scalar_tensors = [" in rec.codes[0], rec.codes[0]
+
+
+@pytest.mark.parametrize("value, what", [
+    (torch.ones(2), r"a torch.float32 tensor of shape \(2,\) on cpu"),
+    (torch.tensor(3), r"a torch.int64 tensor of shape \(\) on cpu"),
+])
+def test_tensors_for_numbers_must_be_0d_floating_cpu(value, what):
+    from torch_cudajit._op import _OpLauncher
+    k = cj.jit(ACCUMULATE)
+    with pytest.raises(TypeError, match=r"parameter 'a' of kernel 'accumulate' takes a number on "
+                                        r"the op path \(torch.compile, TorchScript\), or a 0-d "
+                                        r"floating-point CPU tensor; got " + what):
+        _OpLauncher(k, (1, 128))(torch.randn(N), torch.randn(N), value, N)
+
+
 def test_changing_floats_stay_on_the_cpu_whatever_the_default_device():
     """The 0-d tensor a symbolic float travels in is a CPU tensor (the op reads it on the host)
     even where the default device is another one."""
@@ -245,6 +272,27 @@ def test_auto_kernel_compiled_matches_eager(device, dtype):
     # A tuple: torch's conversion of a Python list needs one element type.
     k.script_object.launch([grid], [128], [], (out, x, 2.5, N))
     assert torch.equal(out, eager)
+
+
+@pytest.mark.gpu
+def test_float_in_a_tensor_matches_the_number(device):
+    """A 0-d CPU tensor for a float parameter: eager, kernel.op and compiled agree with the
+    same value given as a number."""
+    k = cj.jit(ACCUMULATE)
+    x = random_values((N,), torch.float32, device)
+    base = random_values((N,), torch.float32, device)
+    expected = base.clone()
+    k.forall(N)(expected, x, 0.375, N)
+    a = torch.tensor(0.375, dtype=torch.float64)
+    runs = {
+        "eager": lambda out: k.forall(N)(out, x, a, N),
+        "kernel.op": lambda out: k.op[(N + 127) // 128, 128](out, x, a, N),
+        "compiled": torch.compile(lambda out: k.forall(N)(out, x, a, N), fullgraph=True),
+    }
+    for name, run in runs.items():
+        out = base.clone()
+        run(out)
+        assert torch.equal(out, expected), name
 
 
 @pytest.mark.gpu
