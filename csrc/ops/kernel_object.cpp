@@ -161,7 +161,8 @@ std::string KernelObject::describe_params() const {
     os << "\n  " << params[i].type << " " << params[i].name << " ("
        << (roles_[i] == ParamRole::kOutput  ? "output: written"
            : roles_[i] == ParamRole::kInput ? "input: const, read only"
-                                         : "number")
+           : roles_[i] == ParamRole::kAuto  ? "auto: a number, or a tensor it writes"
+                                            : "number")
        << ")";
   return os.str();
 }
