@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import glob
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -241,7 +243,16 @@ def example_binary(example: str, program: str, env_var: str) -> str:
     return found
 
 
-def environment_without_python(env: dict) -> dict:
-    """`env` less what points a process at Python or libclang: the C++ example programs run
-    without either."""
-    return {k: v for k, v in env.items() if k not in ("PYTHONPATH", "TORCH_CUDAJIT_LIBCLANG")}
+def run_cpp_example(example: str, script: str, program: str, env_var: str, folder,
+                    files: list, script_timeout: int = 300):
+    """Runs examples/<example>/<script> with Python (it writes `files` into `folder`), then the
+    example's C++ program on them in a process with neither Python nor libclang on its paths:
+    what it loads must carry the kernels' reflection. Returns the program's CompletedProcess."""
+    binary = example_binary(example, program, env_var)
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    subprocess.run([sys.executable, os.path.join(REPO, "examples", example, script), str(folder)],
+                   check=True, env=env, timeout=script_timeout)
+    return subprocess.run([binary] + [os.path.join(str(folder), f) for f in files],
+                          capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in env.items()
+                               if k not in ("PYTHONPATH", "TORCH_CUDAJIT_LIBCLANG")})

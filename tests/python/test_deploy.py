@@ -4,25 +4,19 @@ CMake); running it needs a GPU."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
 
-from _support import REPO, environment_without_python, example_binary
+from _support import REPO, run_cpp_example
 
 
 @pytest.mark.gpu
 def test_cpp_program_reproduces_python_bitwise(tmp_path):
-    binary = example_binary("deploy", "torch_cudajit_deploy", "TORCH_CUDAJIT_DEPLOY_BIN")
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, os.path.join(REPO, "examples", "deploy", "export.py"),
-                    str(tmp_path)], check=True, env=env, timeout=300)
     # The C++ process has no Python, and no libclang: the archive carries the kernels'
     # reflection, so loading it reads no source.
-    r = subprocess.run([binary, str(tmp_path / "model.pt"), str(tmp_path / "data.pt")],
-                       capture_output=True, text=True, timeout=300,
-                       env=environment_without_python(env))
+    r = run_cpp_example("deploy", "export.py", "torch_cudajit_deploy", "TORCH_CUDAJIT_DEPLOY_BIN",
+                        tmp_path, ["model.pt", "data.pt"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert "bitwise identical to Python: yes" in r.stdout
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import torch_cudajit as cj
-from _support import ACCUMULATE, REPO, environment_without_python, example_binary, random_values
+from _support import ACCUMULATE, REPO, random_values, run_cpp_example
 
 # Five written tensors (one in more_outputs), no read-only tensor, no number: the op's lists
 # that AOTInductor's runtime passes as None when empty.
@@ -153,13 +153,8 @@ def test_aoti_package_runs_like_eager(tmp_path):
 def test_aoti_package_runs_in_cpp(tmp_path):
     """examples/aoti: Python packages a module with AOTInductor; a C++ program with no Python
     loads the package with AOTIModelPackageLoader and reproduces eager Python bit for bit."""
-    binary = example_binary("aoti", "torch_cudajit_aoti", "TORCH_CUDAJIT_AOTI_BIN")
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, os.path.join(REPO, "examples", "aoti", "package.py"),
-                    str(tmp_path)], check=True, env=env, timeout=600)
-    r = subprocess.run([binary, str(tmp_path / "model.pt2"), str(tmp_path / "data.pt")],
-                       capture_output=True, text=True, timeout=300,
-                       env=environment_without_python(env))
+    r = run_cpp_example("aoti", "package.py", "torch_cudajit_aoti", "TORCH_CUDAJIT_AOTI_BIN",
+                        tmp_path, ["model.pt2", "data.pt"], script_timeout=600)
     assert r.returncode == 0, (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
     assert "bitwise identical to eager Python: yes" in r.stdout
 
