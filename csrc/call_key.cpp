@@ -78,7 +78,14 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
   size_t dev_param = 0;
   for (size_t i = 0; i < n; ++i) {
     const Param& p = params[i];
-    const Arg& a = args[i];
+    // A 0-d CPU tensor read as a float (tensor_arg) is still a tensor to parameters that take
+    // tensors (auto ones too, as on the op path).
+    Arg as_tensor;
+    if (args[i].host_scalar != nullptr && p.kind != ParamKind::kScalar) {
+      as_tensor.kind = ArgKind::kTensor;
+      as_tensor.tensor = args[i].host_scalar;
+    }
+    const Arg& a = as_tensor.tensor != nullptr ? as_tensor : args[i];
     ArgSig& s = key.args[i];
     s.kind = a.kind;
     if (a.kind == ArgKind::kTensor) {

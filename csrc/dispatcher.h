@@ -41,6 +41,8 @@ struct Arg {
   const void* bytes = nullptr;  ///< kBytes: raw parameter bytes from an extension
   size_t nbytes = 0;
   bool is_none = false;  ///< kAddress from Python's None (u == 0), for messages
+  /// kFloat read from a 0-d floating-point CPU tensor (tensor_arg), for messages.
+  const at::Tensor* host_scalar = nullptr;
 };
 
 /// Launch configuration: grid, block, dynamic shared memory and stream.
@@ -277,6 +279,11 @@ TypeCode type_code_of(c10::ScalarType dtype);
 
 /// A launch argument holding a number (bool, integer, floating or complex).
 Arg scalar_arg(const c10::Scalar& s);
+
+/// A launch argument holding a tensor. A 0-d floating-point CPU tensor that is not pinned is
+/// read as a float, as the op path reads it (a learning rate kept in a tensor), so eager
+/// launches, the op and the C++ API agree; no kernel parameter takes such a tensor's memory.
+Arg tensor_arg(const at::Tensor& t);
 
 /// Refuses a kernel's write into `t` when autograd tracks it (requires grad, grad mode on):
 /// kernels have no derivative. `what` names the tensor in the message ("parameter 'out'").

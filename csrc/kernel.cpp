@@ -20,8 +20,7 @@ void Kernel::add_extension(std::shared_ptr<Extension> extension) {
 Arg to_arg(const c10::IValue& v, size_t position) {
   Arg a;
   if (v.isTensor()) {
-    a.kind = ArgKind::kTensor;
-    a.tensor = &v.toTensor();
+    a = tensor_arg(v.toTensor());
   } else if (v.isBool() || v.isInt() || v.isDouble() || v.isComplexDouble()) {
     a = scalar_arg(v.toScalar());
   } else if (v.isNone()) {

@@ -331,6 +331,19 @@ Arg scalar_arg(const c10::Scalar& s) {
   return a;
 }
 
+Arg tensor_arg(const at::Tensor& t) {
+  Arg a;
+  if (t.defined() && t.dim() == 0 && t.is_cpu() && t.is_floating_point() && !t.is_pinned()) {
+    a.kind = ArgKind::kFloat;
+    a.d = t.item<double>();
+    a.host_scalar = &t;
+  } else {
+    a.kind = ArgKind::kTensor;
+    a.tensor = &t;
+  }
+  return a;
+}
+
 void check_write_untracked(const at::Tensor& t, const std::string& kernel, const std::string& what) {
   TORCH_CHECK(!t.requires_grad(), "torch_cudajit: kernel '", kernel, "' writes ", what,
               ", a tensor that requires grad; kernels have no derivative, so autograd cannot "

@@ -38,8 +38,7 @@ PyTypeObject* g_device_pointer_type = nullptr;
 // Converts one Python object; returns false when it needs the Python fallback.
 bool convert(PyObject* o, Arg& a, const KernelDecl& decl, size_t i) {
   if (THPVariable_Check(o)) {
-    a.kind = ArgKind::kTensor;
-    a.tensor = &THPVariable_Unpack(o);
+    a = tensor_arg(THPVariable_Unpack(o));
     return true;
   }
   // None and cj.DevicePointer are addresses; make_key lets only pointer parameters take them.

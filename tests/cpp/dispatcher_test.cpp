@@ -25,7 +25,6 @@ using cjtest::float_arg;
 using cjtest::int_arg;
 using cjtest::make_spec_key;
 using cjtest::number_sig;
-using cjtest::tensor_arg;
 using cjtest::aligned_sig;
 using cjtest::tensor_sig;
 
@@ -229,6 +228,37 @@ TEST(DispatcherTest, LaunchKeyRefusesCpuTensors) {
   CJ_EXPECT_CONTAINS(msg, "got a tensor on cpu; kernels take CUDA tensors");
 }
 
+// A 0-d floating-point CPU tensor is a float, as on the op path; to a tensor parameter it is
+// still a CPU tensor, refused with the pinning hint.
+TEST(DispatcherTest, HostScalarTensorIsAFloat) {
+  struct Case {
+    const char* title;
+    at::Tensor t;
+    ArgKind kind;
+  };
+  const Case cases[] = {
+      {"0-d float64", at::scalar_tensor(0.375, at::kDouble), ArgKind::kFloat},
+      {"0-d float16", at::scalar_tensor(0.375, at::kHalf), ArgKind::kFloat},
+      {"0-d int64", at::scalar_tensor(3, at::kLong), ArgKind::kTensor},
+      {"1-d float", at::full({1}, 0.375), ArgKind::kTensor},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    Arg a = tensor_arg(c.t);
+    EXPECT_EQ(a.kind, c.kind);
+    if (c.kind == ArgKind::kFloat) EXPECT_EQ(a.d, 0.375);
+  }
+  at::Tensor lr = at::scalar_tensor(0.5, at::kDouble);
+  for (const char* source : {"__global__ void k(float* x) {}", "__global__ void k(cj::Array<float, 1> x) {}"}) {
+    SCOPED_TRACE(source);
+    auto d = make_dispatcher(source, "k");
+    Arg a = tensor_arg(lr);
+    std::string msg = expect_throws<c10::TypeError>([&] { d->make_key(&a, 1, nullptr, 0); });
+    CJ_EXPECT_CONTAINS(msg, "got a tensor on cpu; kernels take CUDA tensors");
+    CJ_EXPECT_CONTAINS(msg, "pin it with .pin_memory()");
+  }
+}
+
 TEST(DispatcherTest, AddressesKeyAsAddresses) {
   auto d = make_dispatcher(
       "template <class T>\n__global__ void k(T* out, const T* bias, T* only) {}", "k");
@@ -414,7 +444,7 @@ TEST(DispatcherTest, SlotsFollowParameterAlignment) {
       "k");
   at::Tensor p = at::zeros({3}, at::kInt);
   at::Tensor a = at::zeros({2, 2});
-  at::Tensor s = at::scalar_tensor(0.5, at::kFloat);
+  at::Tensor s = at::scalar_tensor(5, at::kInt);  // a 0-d float CPU tensor would be a float
   std::vector<Arg> args = {bool_arg(true), float_arg(1.0), tensor_arg(p), int_arg(7),
                            tensor_arg(a), tensor_arg(s)};
   auto spec = d->get(d->make_key(args.data(), args.size(), nullptr, kArch));
@@ -426,7 +456,7 @@ TEST(DispatcherTest, SlotsFollowParameterAlignment) {
   const std::vector<SlotCase> want = {
       {"bool", PackOp::kBool, 0, 1},          {"double", PackOp::kFloat, 8, 8},
       {"const int*", PackOp::kPointer, 16, 8}, {"char", PackOp::kInt, 24, 1},
-      {"Array<float, 2>", PackOp::kArray, 32, 40}, {"0-d tensor to float", PackOp::kTensorScalar, 72, 4},
+      {"Array<float, 2>", PackOp::kArray, 32, 40}, {"0-d int tensor to float", PackOp::kTensorScalar, 72, 4},
   };
   ASSERT_EQ(spec->slots.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {

@@ -82,12 +82,6 @@ inline SpecKey make_spec_key(int arch, std::initializer_list<ArgSig> args) {
   return k;
 }
 
-inline Arg tensor_arg(const at::Tensor& t) {
-  Arg a;
-  a.kind = ArgKind::kTensor;
-  a.tensor = &t;
-  return a;
-}
 inline Arg int_arg(int64_t v) {
   Arg a;
   a.kind = ArgKind::kInt;

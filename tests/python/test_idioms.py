@@ -200,7 +200,14 @@ def test_cpu_tensor_to_a_scalar_parameter_is_not_offered_pinning():
     with pytest.raises(TypeError, match=r"parameter 'a' \(float\) of kernel 'k' got a tensor on cpu; "
                                         r"kernels take CUDA tensors. Move it with .cuda\(\) or "
                                         r".to\('cuda'\)\.$"):
-        k[1, 1](torch.tensor(2.0))
+        k[1, 1](torch.tensor(2))
+
+
+def test_cpu_tensor_of_rank_one_to_a_scalar_parameter():
+    # Only 0-d floating-point CPU tensors are read as numbers (as on the op path).
+    k = cj.jit("__global__ void k(float a) {}")
+    with pytest.raises(TypeError, match=r"parameter 'a' \(float\) of kernel 'k' got a tensor on cpu"):
+        k[1, 1](torch.tensor([2.0]))
 
 
 # -- complex pointees ----------------------------------------------------------------------------
