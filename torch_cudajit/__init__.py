@@ -13,7 +13,8 @@ from ._loader import _C, cmake_prefix_path
 from ._errors import CompileError, KernelAssertionError, LowOccupancyWarning
 from ._extensions import Extension, Params
 from ._args import DevicePointer
-from ._kernel import Kernel, KernelModule, SpecializedKernel, CompiledKernel, Parameter, jit
+from ._kernel import Kernel, KernelModule, SpecializedKernel, CompiledKernel, Parameter
+from ._jit import jit
 from ._prebuilt import PrebuiltKernel, load
 from . import cache
 from . import _fake  # noqa: F401  (fake implementations for torch.compile)

@@ -1,0 +1,139 @@
+"""``torch_cudajit.jit``: the options a user gives, checked and turned into NVRTC options,
+then the source read once by the front end and each kernel built on it."""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Sequence
+
+import torch
+
+from ._extensions import Extension
+from ._kernel import Kernel, KernelModule
+from ._loader import _C
+
+_DTYPE_TO_CPP = {
+    torch.float16: "__half",
+    torch.bfloat16: "__nv_bfloat16",
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.int8: "int8_t",
+    torch.int16: "int16_t",
+    torch.int32: "int32_t",
+    torch.int64: "int64_t",
+    torch.uint8: "uint8_t",
+    torch.uint16: "uint16_t",
+    torch.uint32: "uint32_t",
+    torch.uint64: "uint64_t",
+    torch.bool: "bool",
+    torch.complex64: "cj::complex<float>",
+    torch.complex128: "cj::complex<double>",
+}
+
+
+def _template_args(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    parts = []
+    for v in value:
+        if isinstance(v, torch.dtype):
+            if v not in _DTYPE_TO_CPP:
+                raise TypeError(f"template_args: dtype {v} has no CUDA C++ type")
+            parts.append(_DTYPE_TO_CPP[v])
+        elif isinstance(v, bool):
+            parts.append("true" if v else "false")
+        elif isinstance(v, (int, str)):
+            parts.append(str(v))
+        else:
+            raise TypeError(f"template_args entries must be str, int, bool or torch.dtype, got {v!r}")
+    return ", ".join(parts)
+
+
+def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
+        include_dirs: Iterable[str] = (), defines: dict | None = None, std: str = "c++17",
+        fastmath: bool = False, lineinfo: bool = False, debug: bool = False,
+        template_args=None, extensions: Sequence[Extension] = (), filename: str = "kernel.cu",
+        cache: bool = True, max_registers: int | None = None, opt=True,
+        link: Iterable[str] = (), cooperative: bool | None = None):
+    """Compiles CUDA C++ kernels on demand.
+
+    Args:
+        source: CUDA C++ with one or more ``__global__`` functions. ``cj/cj.cuh`` (cj::Array,
+            fixed-width integers, cj::complex) is included automatically.
+        name: the kernel to return. Without it, a source with one kernel returns that kernel
+            and a source with several returns a KernelModule.
+        options: extra NVRTC options. include_dirs / defines: -I and -D options.
+        std: the C++ standard. fastmath: --use_fast_math. lineinfo: -lineinfo.
+        debug: -G, and bounds-checked cj::Array indexing.
+        template_args: explicit template arguments ("float, 4" or (torch.float32, 4)); the
+            rest are deduced from the arguments.
+        extensions: objects with ``prepare_args`` that convert arguments before a launch.
+        cache: keep compiled specializations in the persistent disk cache (see
+            ``torch_cudajit.cache``); False compiles them in every process.
+        max_registers: cap on registers per thread (--maxrregcount).
+        opt: device code optimization: True (full), False (ptxas -O0) or a ptxas level 0-3.
+        link: files linked into the kernel with nvJitLink: .cu, .ptx, .cubin, .fatbin,
+            .ltoir, .o and .a. The kernel then compiles to LTO-IR and is linked with
+            link-time optimization.
+        cooperative: launch with cuLaunchCooperativeKernel (grid-wide sync). None detects
+            cooperative_groups::this_grid / grid_group in the kernel's source text.
+    """
+    if cooperative is not None and not isinstance(cooperative, bool):
+        raise TypeError(f"cooperative must be None or a bool, got {type(cooperative).__name__}")
+    if max_registers is not None and (not isinstance(max_registers, int)
+                                      or isinstance(max_registers, bool) or max_registers < 1):
+        raise ValueError(f"max_registers must be a positive int, got {max_registers!r}")
+    if opt is True:
+        opt_level = 3
+    elif opt is False:
+        opt_level = 0
+    elif isinstance(opt, int) and 0 <= opt <= 3:
+        opt_level = opt
+    else:
+        raise ValueError(f"opt must be True, False or an optimization level 0-3, got {opt!r}")
+    if isinstance(link, (str, os.PathLike)):
+        link = [link]
+    link_files = []
+    for f in link:
+        if not isinstance(f, (str, os.PathLike)):
+            raise TypeError(f"link entries must be paths, got {type(f).__name__}")
+        path = os.path.abspath(os.fspath(f))
+        ext = os.path.splitext(path)[1].lower()
+        if ext not in (".cu", ".ptx", ".cubin", ".fatbin", ".ltoir", ".o", ".a"):
+            raise ValueError(f"link: '{f}' has the extension '{ext}'; link= takes .cu, .ptx, "
+                             f".cubin, .fatbin, .ltoir, .o and .a files")
+        if not os.path.isfile(path):
+            raise ValueError(f"link: the file '{f}' does not exist")
+        link_files.append(path)
+    if not isinstance(cache, bool):
+        raise TypeError(f"cache must be a bool, got {type(cache).__name__}")
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a str of CUDA C++, got {type(source).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if isinstance(options, str):
+        raise TypeError("options must be a list of NVRTC option strings, not one string")
+    opts = [str(o) for o in options]
+    opts += [f"-I{d}" for d in include_dirs]
+    for key, value in (defines or {}).items():
+        opts.append(f"-D{key}" if value is None else f"-D{key}={value}")
+    if fastmath:
+        opts.append("--use_fast_math")
+    if max_registers is not None:
+        opts.append(f"--maxrregcount={max_registers}")
+    if opt_level != 3:
+        opts.append(f"--ptxas-options=-O{opt_level}")
+    config = dict(options=opts, std=std, debug=bool(debug), lineinfo=bool(lineinfo),
+                  template_args=_template_args(template_args), cache=cache, link=tuple(link_files),
+                  cooperative=cooperative)
+    program = _C.Program(source, filename, opts, std)
+    names = program.kernel_names
+    if name is not None:
+        program.params(name)  # raises ValueError naming the kernels that exist
+        return Kernel(program, name, config, extensions)
+    if not names:
+        raise ValueError("source defines no __global__ function")
+    if len(names) == 1:
+        return Kernel(program, names[0], config, extensions)
+    return KernelModule(program, config, extensions)
