@@ -12,6 +12,16 @@
 4. Parallel precompile of 32 specializations, 8 workers against 1. Target: >= 5x.
    Prediction: ~6x with worker processes; threads stop scaling near 3x (nvrtc_scaling.py).
 
+5. Compile latency against the user's own source: bare NVRTC compiling the kernel as written
+   (no deduction code, no probes, no cj/cj.cuh), with the same options, against a cold compile
+   of one specialization; and a template with three dtypes (fp32, fp16, bf16) asked together
+   (precompile: one NVRTC program), one by one, by bare NVRTC in one program, and by CuPy's
+   RawModule (where CuPy and a GPU are present). Floor: bare NVRTC on the user's source.
+   Targets: one specialization <= 1.15x; three together no slower than bare NVRTC + 15%.
+   Prediction: the generated deduction helper and one probe per parameter add a few
+   instantiations to a compile dominated by parsing the headers: ~1.1x for one key; three keys
+   in one program ~1.1x of bare NVRTC's one program, and ~0.5x of three separate compiles.
+
 Run: python benchmarks/cache.py [--markdown] [--skip-gpu]"""
 from __future__ import annotations
 
@@ -76,6 +86,18 @@ __global__ void axpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
 }
 """
 
+# A template written for nvcc: three dtypes of it are asked together (compile latency, 5).
+AXPY3 = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+template <typename T>
+__global__ void axpy3(T* out, const T* x, const T* y, float a, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = T(a * float(x[i]) + float(y[i]));
+}
+"""
+AXPY3_TYPES = ((torch.float32, "float"), (torch.float16, "__half"), (torch.bfloat16, "__nv_bfloat16"))
+
 COPY = r"""
 template <typename T, int N>
 __global__ void copy_first(cj::Array<T, N> out, cj::Array<const T, N> x) {
@@ -115,6 +137,102 @@ def bare_nvrtc_compile(nvrtc, source: str, filename: str, options, names):
         nvrtc.nvrtcGetLoweredName(prog, n.encode(), ctypes.byref(lowered))
     nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
     return cubin.raw
+
+
+def user_source_options(options):
+    """Our NVRTC options for a compile of the user's source as written: the same target,
+    standard and include folders, without the plugin's own macros."""
+    return [o for o in options if not o.startswith("-DCJ_")]
+
+
+def against_user_source(repeats=15):
+    """Medians (ms): bare NVRTC on the user's softmax as written (one explicit instantiation)
+    and a cold compile of the same specialization (front end, key, NVRTC, store)."""
+    x = torch.empty(64, 1000, device="meta")
+    bare, ours = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        cj.cache.configure(dir=folder, enabled=True)
+        warm = cj.jit(SOFTMAX)
+        options = user_source_options(warm._core.compile_inputs((x, x), 90)["options"])
+        warm.compile(x, x, arch=90)
+        nvrtc = nvrtc_library()
+        # The user's source needs cj::Array's definition, which cj/cj.cuh gives.
+        for i in range(repeats):
+            src = "#include <cj/cj.cuh>\n" + SOFTMAX + f"\n// variant {i}\n"
+            t0 = time.perf_counter()
+            bare_nvrtc_compile(nvrtc, src, "kernel.cu", options, ["softmax_rows<float>"])
+            t1 = time.perf_counter()
+            k = cj.jit(SOFTMAX + f"\n// ours {i}\n")
+            k.compile(x, x, arch=90)
+            t2 = time.perf_counter()
+            bare.append((t1 - t0) * 1e3)
+            ours.append((t2 - t1) * 1e3)
+        cj.cache.reset()
+    return statistics.median(bare), statistics.median(ours)
+
+
+def three_dtypes(repeats=9):
+    """Medians (ms) of compiling AXPY3 for three dtypes: bare NVRTC (one program, the user's
+    source), ours asked together (precompile, one worker: one program), ours one by one, and
+    CuPy's RawModule (None without CuPy and a GPU)."""
+    n = 1 << 10
+    specs = [(torch.empty(n, dtype=d, device="meta"),) * 3 + (2.0, n) for d, _ in AXPY3_TYPES]
+    names = [f"axpy3<{t}>" for _, t in AXPY3_TYPES]
+    try:
+        import cupy
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - no CuPy, or no GPU: the row is left out
+        cupy = None
+    rows = {"bare": [], "together": [], "one by one": [], "cupy": []}
+    with tempfile.TemporaryDirectory() as folder:
+        cj.cache.configure(dir=folder, enabled=True)
+        warm = cj.jit(AXPY3)
+        options = user_source_options(warm._core.compile_inputs(specs[0], 90)["options"])
+        warm.compile(*specs[0], arch=90)
+        nvrtc = nvrtc_library()
+        for i in range(repeats):
+            t0 = time.perf_counter()
+            bare_nvrtc_compile(nvrtc, AXPY3 + f"// bare {i}\n", "kernel.cu", options, names)
+            t1 = time.perf_counter()
+            cj.jit(AXPY3 + f"// together {i}\n").precompile(specs, arch=90, workers=1,
+                                                              progress=False)
+            t2 = time.perf_counter()
+            k = cj.jit(AXPY3 + f"// one by one {i}\n")
+            for spec in specs:
+                k.compile(*spec, arch=90)
+            t3 = time.perf_counter()
+            rows["bare"].append((t1 - t0) * 1e3)
+            rows["together"].append((t2 - t1) * 1e3)
+            rows["one by one"].append((t3 - t2) * 1e3)
+            if cupy is not None:
+                t4 = time.perf_counter()
+                m = cupy.RawModule(code=AXPY3 + f"// cupy {i}\n", options=("-std=c++17",),
+                                   name_expressions=names)
+                for name in names:
+                    m.get_function(name)
+                rows["cupy"].append((time.perf_counter() - t4) * 1e3)
+        cj.cache.reset()
+    return {k: (statistics.median(v) if v else None) for k, v in rows.items()}
+
+
+def print_compile_latency():
+    bare, ours = against_user_source()
+    print("\n| one specialization (softmax_rows, sm_90) | ms (median of 15) | vs bare NVRTC |")
+    print("|---|---|---|")
+    print(f"| bare NVRTC, the user's source as written (softmax_rows<float>) | {bare:.1f} | 1.00x |")
+    print(f"| torch_cudajit cold: cj.jit + compile on a cache miss | {ours:.1f} | {ours / bare:.3f}x |")
+    r = three_dtypes()
+    print("\n| template x 3 dtypes (fp32, fp16, bf16; cuda_fp16/bf16 headers) | ms (median of 9) | vs bare NVRTC |")
+    print("|---|---|---|")
+    print(f"| bare NVRTC, one program with three name expressions | {r['bare']:.1f} | 1.00x |")
+    print(f"| torch_cudajit, asked together (precompile: one NVRTC program) | {r['together']:.1f} | "
+          f"{r['together'] / r['bare']:.3f}x |")
+    print(f"| torch_cudajit, one by one (three compiles) | {r['one by one']:.1f} | "
+          f"{r['one by one'] / r['bare']:.3f}x |")
+    if r["cupy"] is not None:
+        print(f"| CuPy RawModule, three name expressions | {r['cupy']:.1f} | {r['cupy'] / r['bare']:.3f}x |")
+    else:
+        print("| CuPy RawModule | n/a (needs CuPy and a GPU) | |")
 
 
 def cold_compile(repeats=15):
@@ -253,6 +371,8 @@ def main():
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--skip-gpu", action="store_true", help="compile benchmarks only")
     ap.add_argument("--precompile-only", action="store_true", help="only the precompile benchmark")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="only the compile latency against the user's source (5)")
     args = ap.parse_args()
     gpu = torch.cuda.is_available() and not args.skip_gpu
     print(f"# cache benchmarks, {time.strftime('%Y-%m-%d')}, "
@@ -261,6 +381,8 @@ def main():
 
     if args.precompile_only:
         return print_precompile()
+    if args.compile_only:
+        return print_compile_latency()
     ours, bare, front = cold_compile()
     print("\n| cold compile (softmax_rows, sm_90) | ms (median of 15) | vs bare NVRTC |")
     print("|---|---|---|")
@@ -270,6 +392,7 @@ def main():
     print(f"| of which the front end (Clang reading the declarations) | {front:.1f} | "
           f"{front / bare:.3f}x ({front / bare * 100:.1f}% of a bare compile) |")
 
+    print_compile_latency()
     print_precompile()
     if not gpu:
         return

@@ -235,7 +235,7 @@ std::string hash_headers(Sha256& h, const std::string& text, const std::vector<s
 }
 }  // namespace
 
-std::string compile_key(const Program& program, const std::vector<InstantiationRequest>& requests,
+std::string compile_key(const Program& program, const GeneratedSource& generated,
                         const CompileOptions& options, std::string* inexact) {
   Sha256 h;
   h.field("torch_cudajit cache").field(std::to_string(kKeyVersion));
@@ -287,8 +287,8 @@ std::string compile_key(const Program& program, const std::vector<InstantiationR
   for (const auto& o : others) h.field(o);
   h.field("include dirs");
   for (const auto& d : include_dirs) h.field(d);
-  const std::vector<Instantiation> insts = program.instantiations(requests);
-  const std::string text = program.generated_source(requests, insts);
+  const std::vector<Instantiation>& insts = generated.instantiations;
+  const std::string& text = generated.text;
   h.field("source").field(program.filename()).field(text);
   h.field("name expressions");
   for (const auto& inst : insts) {

@@ -17,7 +17,13 @@ namespace torch_cudajit {
 /// __has_include(HDR)): then the key could not cover every file the compiler reads, the compile
 /// must bypass the disk cache, and `inexact` (when given) receives the directive. Computing
 /// it never loads NVRTC.
-std::string compile_key(const Program& program, const std::vector<InstantiationRequest>& requests,
+std::string compile_key(const Program& program, const GeneratedSource& generated,
                         const CompileOptions& options, std::string* inexact = nullptr);
+/// compile_key of program.generate(requests).
+inline std::string compile_key(const Program& program,
+                               const std::vector<InstantiationRequest>& requests,
+                               const CompileOptions& options, std::string* inexact = nullptr) {
+  return compile_key(program, program.generate(requests), options, inexact);
+}
 
 }  // namespace torch_cudajit

@@ -115,13 +115,13 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
         }
       }
       s.dtype = type_code_of(t.scalar_type());
-      const TypeCode declared = declared_[i].element;
+      const TypeCode declared = def_->bindings()[i].element;
       if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer) {
         if (declared != TypeCode::kUnknown && declared != s.dtype)
           fail_param(i, std::string("takes ") + dtype_name(declared) +
                             " elements, got a tensor of dtype " + dtype_name(s.dtype) + ".");
       }
-      if (const VectorType* v = declared_[i].vector) {
+      if (const VectorType* v = def_->bindings()[i].vector) {
         if (v->element != s.dtype)
           fail_param(i, "points to " + p.element + ", " + std::to_string(v->lanes) + " lane(s) of " +
                             dtype_name(v->element) + "; got a tensor of dtype " +
@@ -133,7 +133,7 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
         case ParamKind::kArray:
         case ParamKind::kAuto: {
           int64_t rank = t.dim();
-          if (declared_[i].rank >= 0 && declared_[i].rank != rank)
+          if (def_->bindings()[i].rank >= 0 && def_->bindings()[i].rank != rank)
             fail_param(i, "takes a tensor of rank " + p.rank + ", got rank " +
                               std::to_string(rank) + " (" + shape_of(t) + ").");
           if (rank > 16) fail_param(i, "got a tensor of rank " + std::to_string(rank) + "; at most 16 is supported.");
@@ -204,7 +204,7 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
                             (a.big_unsigned ? std::to_string(a.u) : std::to_string(a.i)) + ".");
         set_tag(s, a.kind == ArgKind::kBool, static_cast<int16_t>(a.i));
       } else if (p.kind == ParamKind::kScalar) {
-        const TypeCode declared = declared_[i].scalar;
+        const TypeCode declared = def_->bindings()[i].scalar;
         if (declared != TypeCode::kUnknown) {
           bool ok = true;
           if (a.kind == ArgKind::kFloat) ok = is_floating(declared) || is_complex(declared);

@@ -66,57 +66,155 @@ std::optional<CompiledProgram> deserialize_compiled(const std::string& key, cons
   return c;
 }
 
-CompiledProgram compile_cached(const Program& program,
-                               const std::vector<InstantiationRequest>& requests,
-                               const CompileOptions& options, bool use_cache,
-                               CacheOutcome* outcome) {
-  CacheOutcome unused;
-  CacheOutcome& result = outcome ? *outcome : unused;
-  result = CacheOutcome::kBypassed;
-  DiskCache& cache = DiskCache::instance();
-  if (!use_cache || !cache.usable()) return program.compile(requests, options);
-  std::string inexact;
-  const std::string key = compile_key(program, requests, options, &inexact);
-  if (key.empty()) {
-    cache.warn_once(
-        "kernel '" + requests.front().kernel + "': `" + inexact + "` names a header through a "
-        "macro, so the cache cannot tell which files the compiler reads; it compiles without the disk cache. Write the header's name in the "
-        "#include line to cache it.");
-    return program.compile(requests, options);
+namespace {
+
+// A reference record: the request's key, this tag, the batch's key and the request's index.
+constexpr const char* kReferenceTag = "torch_cudajit batch reference";
+
+struct Reference {
+  std::string batch_key;
+  uint64_t index = 0;
+};
+
+std::optional<Reference> deserialize_reference(const std::string& key, const std::string& payload) {
+  ByteReader r{payload};
+  if (r.str() != key || !r.ok || r.str() != kReferenceTag || !r.ok) return std::nullopt;
+  Reference ref;
+  ref.batch_key = r.str();
+  ref.index = r.u(8);
+  if (!r.ok || r.pos != payload.size()) return std::nullopt;
+  return ref;
+}
+
+// Records read during one compile_cached call, by key: the requests a batch record serves share
+// one program (and so, once loaded, one module).
+using LoadedRecords = std::vector<std::pair<std::string, std::shared_ptr<const CompiledProgram>>>;
+
+// The kernel of `single` (one request's GeneratedSource) as stored under `key`: its own record,
+// or the batch record a reference names. Nothing when neither is there or fits.
+std::optional<CompiledInstance> load_instance(DiskCache& cache, const std::string& key,
+                                              const GeneratedSource& single,
+                                              LoadedRecords& loaded) {
+  std::optional<std::string> bytes = cache.load(key);
+  if (!bytes) return std::nullopt;
+  std::string record_key = key;
+  size_t index = 0;
+  if (std::optional<Reference> ref = deserialize_reference(key, *bytes)) {
+    record_key = ref->batch_key;
+    index = static_cast<size_t>(ref->index);
+    bytes.reset();
   }
-  // An entry must hold one instantiation per request, with one probe per parameter.
-  auto fits = [&](const std::optional<CompiledProgram>& c) {
-    if (!c || c->lowered_names.size() != requests.size() || c->probes.size() != requests.size())
-      return false;
-    for (size_t i = 0; i < requests.size(); ++i)
-      if (c->probes[i].size() != requests[i].key.size) return false;
-    return true;
-  };
-  // A stored record that does not parse is replaced by this compile; one that parses but does
-  // not fit (another build's probes) is compiled again silently.
-  auto load = [&]() -> std::optional<CompiledProgram> {
-    const std::optional<std::string> bytes = cache.load(key);
+  std::shared_ptr<const CompiledProgram> program;
+  for (const auto& [k, p] : loaded)
+    if (k == record_key) program = p;
+  if (!program) {
+    if (!bytes) bytes = cache.load(record_key);  // an evicted batch is a miss
     if (!bytes) return std::nullopt;
-    std::optional<CompiledProgram> c = deserialize_compiled(key, *bytes);
-    if (!c) cache.reject(key, "does not hold this kernel");
-    return fits(c) ? std::move(c) : std::nullopt;
-  };
-  auto found = load();
-  if (!found) {
-    // Processes that start together queue here; all but the first then find the file.
-    DiskCache::KeyLock lock = cache.lock(key);
-    found = load();
-    if (!found) {
-      result = CacheOutcome::kMiss;
-      cache.counters().misses++;
-      CompiledProgram compiled = program.compile(requests, options);
-      cache.store(key, serialize_compiled(key, compiled));
-      return compiled;
+    std::optional<CompiledProgram> c = deserialize_compiled(record_key, *bytes);
+    if (!c) {
+      cache.reject(record_key, "does not hold this kernel");
+      return std::nullopt;
+    }
+    program = std::make_shared<const CompiledProgram>(std::move(*c));
+    loaded.emplace_back(record_key, program);
+  }
+  // It must hold this very instantiation, with one probe per parameter; a record of another
+  // build (other probes) compiles again silently.
+  const CompiledProgram& c = *program;
+  const size_t n = c.lowered_names.size();
+  if (index >= n || c.probes.size() != n || c.name_expressions.size() != n ||
+      c.name_expressions[index] != single.instantiations[0].kernel_expression ||
+      c.probes[index].size() != single.requests[0].key.size)
+    return std::nullopt;
+  return CompiledInstance{std::move(program), index, CacheOutcome::kHit};
+}
+
+// Compiles requests as one program; every instance gets `outcome`.
+void compile_together(const Program& program, const std::vector<InstantiationRequest>& requests,
+                      const std::vector<size_t>& which, const CompileOptions& options,
+                      CacheOutcome outcome, std::vector<CompiledInstance>& out,
+                      std::string* batch_key = nullptr) {
+  std::vector<InstantiationRequest> batch;
+  for (size_t i : which) batch.push_back(requests[i]);
+  const GeneratedSource generated = program.generate(batch);
+  auto compiled = std::make_shared<const CompiledProgram>(program.compile(generated, options));
+  if (batch_key) *batch_key = compile_key(program, generated, options);
+  for (size_t j = 0; j < which.size(); ++j) out[which[j]] = {compiled, j, outcome};
+}
+
+}  // namespace
+
+std::string serialize_reference(const std::string& key, const std::string& batch_key,
+                                size_t index) {
+  std::string out;
+  put_str(out, key);
+  put_str(out, kReferenceTag);
+  put_str(out, batch_key);
+  put_u64(out, index);
+  return out;
+}
+
+std::vector<CompiledInstance> compile_cached(const Program& program,
+                                             const std::vector<InstantiationRequest>& requests,
+                                             const CompileOptions& options, bool use_cache) {
+  std::vector<CompiledInstance> out(requests.size());
+  std::vector<size_t> all(requests.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  DiskCache& cache = DiskCache::instance();
+  if (!use_cache || !cache.usable()) {
+    compile_together(program, requests, all, options, CacheOutcome::kBypassed, out);
+    return out;
+  }
+  // Each request under its own key, which its generated source decides.
+  std::vector<GeneratedSource> singles;
+  std::vector<std::string> keys;
+  std::vector<size_t> missing;
+  LoadedRecords loaded;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    singles.push_back(program.generate({requests[i]}));
+    std::string inexact;
+    keys.push_back(compile_key(program, singles[i], options, &inexact));
+    if (keys[i].empty()) {
+      // One source and one set of headers: when one key cannot be exact, none can.
+      cache.warn_once(
+          "kernel '" + requests[i].kernel + "': `" + inexact + "` names a header through a "
+          "macro, so the cache cannot tell which files the compiler reads; it compiles without "
+          "the disk cache. Write the header's name in the #include line to cache it.");
+      compile_together(program, requests, all, options, CacheOutcome::kBypassed, out);
+      return out;
+    }
+    if (std::optional<CompiledInstance> hit = load_instance(cache, keys[i], singles[i], loaded)) {
+      cache.counters().hits++;
+      out[i] = std::move(*hit);
+    } else {
+      missing.push_back(i);
     }
   }
-  result = CacheOutcome::kHit;
-  cache.counters().hits++;
-  return std::move(*found);
+  if (missing.size() == 1) {
+    const size_t i = missing[0];
+    // Processes that start together queue here; all but the first then find the record.
+    DiskCache::KeyLock lock = cache.lock(keys[i]);
+    if (std::optional<CompiledInstance> hit = load_instance(cache, keys[i], singles[i], loaded)) {
+      cache.counters().hits++;
+      out[i] = std::move(*hit);
+      return out;
+    }
+    auto compiled = std::make_shared<const CompiledProgram>(program.compile(singles[i], options));
+    cache.store(keys[i], serialize_compiled(keys[i], *compiled));
+    cache.counters().misses++;
+    out[i] = {std::move(compiled), 0, CacheOutcome::kMiss};
+  } else if (!missing.empty()) {
+    // One NVRTC program for all of them, stored once; each key refers into it.
+    std::string batch_key;
+    compile_together(program, requests, missing, options, CacheOutcome::kMiss, out, &batch_key);
+    TORCH_INTERNAL_ASSERT(!batch_key.empty(), "a batch of exact keys has an inexact key");
+    cache.store(batch_key, serialize_compiled(batch_key, *out[missing[0]].compiled));
+    for (size_t j = 0; j < missing.size(); ++j) {
+      cache.store(keys[missing[j]], serialize_reference(keys[missing[j]], batch_key, j));
+      cache.counters().misses++;
+    }
+  }
+  return out;
 }
 
 }  // namespace torch_cudajit

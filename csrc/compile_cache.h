@@ -6,6 +6,7 @@
 
 #include "program.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,12 +21,28 @@ std::optional<CompiledProgram> deserialize_compiled(const std::string& key, cons
 /// What the disk cache did for one compile.
 enum class CacheOutcome { kBypassed, kHit, kMiss };
 
-/// Compiles through the cache: loads a stored compile when there is one, else takes the key's
-/// lock, compiles and stores. The cache is bypassed when `use_cache` is false, when it is
-/// disabled, or when its folder cannot be used.
-CompiledProgram compile_cached(const Program& program,
-                               const std::vector<InstantiationRequest>& requests,
-                               const CompileOptions& options, bool use_cache,
-                               CacheOutcome* outcome = nullptr);
+/// One request's share of a compile: the program that holds its kernel (shared by the requests
+/// compiled together), the kernel's index there, and what the cache did for it.
+struct CompiledInstance {
+  std::shared_ptr<const CompiledProgram> compiled;
+  size_t index = 0;
+  CacheOutcome outcome = CacheOutcome::kBypassed;
+};
+
+/// A batch record's stand-in under one request's own key: the batch's key and the request's
+/// index in it (exposed for tests).
+std::string serialize_reference(const std::string& key, const std::string& batch_key,
+                                size_t index);
+
+/// Compiles through the cache. Each request is looked up under its own key, where either its
+/// own record or a reference into a batch record is stored. The requests not found compile
+/// together as one NVRTC program (one header parse for all of them): one alone is stored as its
+/// own record, under its key's lock, so processes starting together compile it once; several
+/// are stored once as a batch under the batch's key, with a reference under each request's
+/// key, so a later process finds each alone. The cache is bypassed when `use_cache` is false,
+/// when it is disabled, or when its folder cannot be used. Returns one instance per request.
+std::vector<CompiledInstance> compile_cached(const Program& program,
+                                             const std::vector<InstantiationRequest>& requests,
+                                             const CompileOptions& options, bool use_cache);
 
 }  // namespace torch_cudajit

@@ -34,77 +34,20 @@
 namespace torch_cudajit {
 namespace {
 
-bool is_integer_literal(const std::string& s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  return true;
-}
-
 uint32_t align_up(uint32_t v, uint32_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
 
 }  // namespace
 
-LoadedKernel& Specialization::loaded() {
-  std::call_once(load_once_, [this] {
-    auto library = std::make_shared<LoadedLibrary>(compiled);
-    TORCH_CHECK_VALUE(!prebuilt || library->has_kernel(lowered_name), "torch_cudajit: the ",
-                      compiled->target, " image has no kernel named '", lowered_name,
-                      "'. Pass lowered_name= the kernel's symbol in the image (extern \"C\" "
-                      "kernels keep their name; C++ ones are mangled, e.g. _Z5saxpyPfPKff; "
-                      "cuobjdump -symbols lists them).");
-    loaded_ = std::make_shared<LoadedKernel>(library, lowered_name);
-    // The driver's view of the parameter list must match the plugin's packing.
-    // (A driver before CUDA 12.4 cannot tell: then nothing is checked.)
-    const auto image = prebuilt ? loaded_->driver_param_sizes(slots.size() + 1) : std::nullopt;
-    if (image) {
-      // One more than declared: an image kernel with more parameters is a mismatch too.
-      std::string declared, found;
-      for (const auto& slot : slots) declared += (declared.empty() ? "" : ", ") + std::to_string(slot.size);
-      for (size_t size : *image) found += (found.empty() ? "" : ", ") + std::to_string(size);
-      TORCH_CHECK_VALUE(declared == found, "torch_cudajit: the declaration of prebuilt kernel '",
-                        lowered_name, "' does not match the image: its parameters take (", declared,
-                        ") bytes as declared, but (", found, ") bytes in the image. Pass the "
-                        "declaration the image was compiled from.");
-    }
-    if (const auto sizes = loaded_->driver_param_sizes(slots.size())) {
-      TORCH_INTERNAL_ASSERT(sizes->size() == slots.size(), lowered_name, " has ", sizes->size(),
-                            " parameter(s) for the driver, ", slots.size(), " packed");
-      for (size_t i = 0; i < sizes->size(); ++i)
-        TORCH_INTERNAL_ASSERT((*sizes)[i] == slots[i].size, "parameter ", i, " of ", lowered_name,
-                              ": driver size ", (*sizes)[i], " != packed size ", slots[i].size);
-    }
-  });
-  return *loaded_;
-}
+Dispatcher::Dispatcher(std::shared_ptr<const KernelDefinition> definition)
+    : def_(std::move(definition)),
+      program_(&def_->program()),
+      decl_(&def_->decl()),
+      options_(def_->options()) {}
 
-Dispatcher::Dispatcher(std::shared_ptr<const Program> program, std::string kernel_name,
+Dispatcher::Dispatcher(std::shared_ptr<const Program> program, const std::string& kernel_name,
                        KernelOptions options)
-    : program_(std::move(program)), options_(std::move(options)) {
-  decl_ = &program_->kernel(kernel_name);
-  // Decided once: the launch path only reads the flag.
-  cooperative_ = options_.cooperative >= 0 ? options_.cooperative != 0
-                                           : program_->cooperative(decl_->name);
-  grid_strides_ = program_->grid_strides(decl_->name);
-  // Abbreviated function templates anywhere in the source need C++20 for the whole source.
-  const std::string& std_ = options_.compile.std;
-  if (std_ == "c++11" || std_ == "c++14" || std_ == "c++17") {
-    for (const auto& k : program_->kernels())
-      for (const auto& p : k.params)
-        if (p.kind == ParamKind::kAuto) options_.compile.std = "c++20";
-  }
-  TORCH_CHECK_VALUE(decl_->params.size() <= kMaxParams, "torch_cudajit: kernel '", decl_->name,
-                    "' has ", decl_->params.size(), " parameters; at most ", kMaxParams,
-                    " are supported.");
-  for (const Param& p : decl_->params) {
-    Declared d;
-    d.element = type_code_of(p.element);
-    d.scalar = type_code_of(p.type.rfind("const ", 0) == 0 ? p.type.substr(6) : p.type);
-    if (p.kind == ParamKind::kArray && is_integer_literal(p.rank)) d.rank = std::stoi(p.rank);
-    if (p.kind == ParamKind::kPointer) d.vector = vector_type_of(p.element);
-    declared_.push_back(d);
-  }
-}
+    : Dispatcher(std::make_shared<const KernelDefinition>(std::move(program), kernel_name,
+                                                          std::move(options))) {}
 
 void Dispatcher::fail_value(size_t i, const std::string& what) const {
   const Param& p = decl_->params[i];
@@ -187,6 +130,73 @@ std::shared_ptr<Specialization> Dispatcher::lookup(const SpecKey& key) const {
   return it->second.get();
 }
 
+Specialization::Slot Dispatcher::slot_for(uint32_t i, const ParamProbe& pr, const ArgSig& s,
+                                          uint32_t& offset) const {
+  const Param& p = decl_->params[i];
+  Specialization::Slot slot{};
+  // A pointer's probe describes its pointee; the pointer itself is 8 bytes.
+  const bool pointer = p.kind == ParamKind::kPointer;
+  slot.code = pointer ? TypeCode::kPointer : pr.code;
+  slot.rank = s.rank;
+  slot.size = pointer ? uint32_t(sizeof(void*)) : pr.size;
+  slot.offset = offset = align_up(offset, pointer ? uint32_t(alignof(void*)) : pr.align);
+  offset += slot.size;
+  switch (s.kind) {
+    case ArgKind::kTensor:
+      // The parameter's declared kind decides; the probe confirms the size.
+      if (p.kind == ParamKind::kArray || p.kind == ParamKind::kAuto) {
+        slot.op = PackOp::kArray;
+        TORCH_INTERNAL_ASSERT(pr.size == (s.rank ? 8u + 16u * s.rank : 8u), "Array size ", pr.size);
+      } else if (pointer) {
+        slot.op = PackOp::kPointer;
+        // A concrete pointee that is a dtype (a typedef such as scalar_t) must be the tensor's.
+        if (static_cast<int>(pr.code) >= 0 && pr.code != s.dtype)
+          TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' (", p.type,
+                           ") of kernel '", decl_->name, "' points to ", dtype_name(pr.code),
+                           " elements (`", p.element, "` is ", cpp_type_name(pr.code),
+                           "); got a tensor of dtype ", dtype_name(s.dtype), ".");
+        // A vector or struct pointee asks more of the data than the dtype gives.
+        const uint32_t elem = static_cast<uint32_t>(type_size(s.dtype));
+        if (pr.size > 0 && (pr.size != elem || pr.align > elem)) {
+          slot.pointee_size = pr.size;
+          slot.pointee_align = pr.align;
+        }
+      } else {
+        slot.op = PackOp::kTensorScalar;
+      }
+      break;
+    case ArgKind::kAddress:
+      slot.op = PackOp::kAddress;
+      if (pr.align > 1) {
+        slot.pointee_size = pr.size;
+        slot.pointee_align = pr.align;
+      }
+      break;
+    case ArgKind::kInt: slot.op = PackOp::kInt; break;
+    case ArgKind::kFloat: slot.op = PackOp::kFloat; break;
+    case ArgKind::kBool: slot.op = PackOp::kBool; break;
+    case ArgKind::kComplex: slot.op = PackOp::kComplex; break;
+    case ArgKind::kBytes: slot.op = PackOp::kBytes; break;
+    case ArgKind::kTag: slot.op = PackOp::kTag; break;
+    case ArgKind::kNone: TORCH_INTERNAL_ASSERT(false, "kNone in a key");
+  }
+  slot.written = (slot.op == PackOp::kArray || slot.op == PackOp::kPointer) && may_write(p);
+  bool numeric = s.kind == ArgKind::kInt || s.kind == ArgKind::kFloat ||
+                 s.kind == ArgKind::kBool || s.kind == ArgKind::kComplex ||
+                 slot.op == PackOp::kTensorScalar;
+  if (numeric && static_cast<int>(pr.code) < 0)
+    TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
+                     "' has type `", p.type, "`, which a Python ", kind_name(s.kind),
+                     " cannot be converted to; pass such a value through an extension.");
+  if (s.kind == ArgKind::kFloat && is_integer(pr.code))
+    TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
+                     "' is an integer (", dtype_name(pr.code), "); got a Python float.");
+  if (s.kind == ArgKind::kComplex && !is_complex(pr.code))
+    TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
+                     "' is ", dtype_name(pr.code), "; got a Python complex.");
+  return slot;
+}
+
 std::shared_ptr<Specialization> Dispatcher::build(
     const SpecKey& key, const std::shared_ptr<const CompiledProgram>& compiled, size_t index) const {
   auto spec = std::make_shared<Specialization>();
@@ -198,73 +208,8 @@ std::shared_ptr<Specialization> Dispatcher::build(
   spec->probes = compiled->probes[index];
   spec->prebuilt = options_.prebuilt != nullptr;
   uint32_t offset = 0;
-  for (uint32_t i = 0; i < key.size; ++i) {
-    const ParamProbe& pr = spec->probes[i];
-    const ArgSig& s = key.args[i];
-    const Param& p = decl_->params[i];
-    Specialization::Slot slot{};
-    // A pointer's probe describes its pointee; the pointer itself is 8 bytes.
-    const bool pointer = p.kind == ParamKind::kPointer;
-    slot.code = pointer ? TypeCode::kPointer : pr.code;
-    slot.rank = s.rank;
-    slot.size = pointer ? uint32_t(sizeof(void*)) : pr.size;
-    slot.offset = offset = align_up(offset, pointer ? uint32_t(alignof(void*)) : pr.align);
-    offset += slot.size;
-    switch (s.kind) {
-      case ArgKind::kTensor:
-        // The parameter's declared kind decides; the probe confirms the size.
-        if (p.kind == ParamKind::kArray || p.kind == ParamKind::kAuto) {
-          slot.op = PackOp::kArray;
-          TORCH_INTERNAL_ASSERT(pr.size == (s.rank ? 8u + 16u * s.rank : 8u), "Array size ", pr.size);
-        } else if (pointer) {
-          slot.op = PackOp::kPointer;
-          // A concrete pointee that is a dtype (a typedef such as scalar_t) must be the tensor's.
-          if (static_cast<int>(pr.code) >= 0 && pr.code != s.dtype)
-            TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' (", p.type,
-                             ") of kernel '", decl_->name, "' points to ", dtype_name(pr.code),
-                             " elements (`", p.element, "` is ", cpp_type_name(pr.code),
-                             "); got a tensor of dtype ", dtype_name(s.dtype), ".");
-          // A vector or struct pointee asks more of the data than the dtype gives.
-          const uint32_t elem = static_cast<uint32_t>(type_size(s.dtype));
-          if (pr.size > 0 && (pr.size != elem || pr.align > elem)) {
-            slot.pointee_size = pr.size;
-            slot.pointee_align = pr.align;
-          }
-        } else {
-          slot.op = PackOp::kTensorScalar;
-        }
-        break;
-      case ArgKind::kAddress:
-        slot.op = PackOp::kAddress;
-        if (pr.align > 1) {
-          slot.pointee_size = pr.size;
-          slot.pointee_align = pr.align;
-        }
-        break;
-      case ArgKind::kInt: slot.op = PackOp::kInt; break;
-      case ArgKind::kFloat: slot.op = PackOp::kFloat; break;
-      case ArgKind::kBool: slot.op = PackOp::kBool; break;
-      case ArgKind::kComplex: slot.op = PackOp::kComplex; break;
-      case ArgKind::kBytes: slot.op = PackOp::kBytes; break;
-      case ArgKind::kTag: slot.op = PackOp::kTag; break;
-      case ArgKind::kNone: TORCH_INTERNAL_ASSERT(false, "kNone in a key");
-    }
-    slot.written = (slot.op == PackOp::kArray || slot.op == PackOp::kPointer) && may_write(p);
-    bool numeric = s.kind == ArgKind::kInt || s.kind == ArgKind::kFloat ||
-                   s.kind == ArgKind::kBool || s.kind == ArgKind::kComplex ||
-                   slot.op == PackOp::kTensorScalar;
-    if (numeric && static_cast<int>(pr.code) < 0)
-      TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
-                       "' has type `", p.type, "`, which a Python ", kind_name(s.kind),
-                       " cannot be converted to; pass such a value through an extension.");
-    if (s.kind == ArgKind::kFloat && is_integer(pr.code))
-      TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
-                       "' is an integer (", dtype_name(pr.code), "); got a Python float.");
-    if (s.kind == ArgKind::kComplex && !is_complex(pr.code))
-      TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
-                       "' is ", dtype_name(pr.code), "; got a Python complex.");
-    spec->slots.push_back(slot);
-  }
+  for (uint32_t i = 0; i < key.size; ++i)
+    spec->slots.push_back(slot_for(i, spec->probes[i], key.args[i], offset));
   spec->buffer_size = offset;
   spec->writes_tensors = std::any_of(spec->slots.begin(), spec->slots.end(),
                                      [](const Specialization::Slot& s) { return s.written; });
@@ -294,40 +239,22 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
   if (!todo.empty()) {
     // Compile outside the lock: other keys stay launchable, equal keys wait on the future.
     try {
-      std::vector<InstantiationRequest> requests;
-      for (size_t i : todo) requests.push_back({decl_->name, keys[i], options_.template_args});
-      // All keys of one batch share the architecture; group by it.
-      CompileOptions opts = options_.compile;
+      // The keys of one architecture compile together.
       std::vector<std::shared_ptr<Specialization>> built(todo.size());
       std::vector<bool> done(todo.size(), false);
       for (size_t first = 0; first < todo.size(); ++first) {
         if (done[first]) continue;
-        opts.arch = keys[todo[first]].arch;
         std::vector<size_t> group;
-        std::vector<InstantiationRequest> group_requests;
+        std::vector<SpecKey> group_keys;
         for (size_t j = first; j < todo.size(); ++j)
-          if (!done[j] && keys[todo[j]].arch == opts.arch) {
+          if (!done[j] && keys[todo[j]].arch == keys[todo[first]].arch) {
             group.push_back(j);
-            group_requests.push_back(requests[j]);
+            group_keys.push_back(keys[todo[j]]);
           }
-        CacheOutcome outcome;
-        std::shared_ptr<const CompiledProgram> compiled;
-        try {
-          compiled = options_.prebuilt ? options_.prebuilt
-                                       : std::make_shared<const CompiledProgram>(compile_cached(
-                                             *program_, group_requests, opts, options_.cache, &outcome));
-        } catch (const CompileError&) {
-          for (size_t j : group) {
-            explain_address_failure(keys[todo[j]]);
-            explain_complex_failure(keys[todo[j]], opts);
-          }
-          throw;
-        }
-        if (outcome == CacheOutcome::kHit) counters_.hits++;
-        if (outcome == CacheOutcome::kMiss) counters_.misses++;
+        const std::vector<CompiledInstance> got = compile_instances(group_keys);
         for (size_t g = 0; g < group.size(); ++g) {
-          // A prebuilt image holds the one kernel every key launches.
-          built[group[g]] = build(keys[todo[group[g]]], compiled, options_.prebuilt ? 0 : g);
+          count(got[g].outcome);
+          built[group[g]] = build(group_keys[g], got[g].compiled, got[g].index);
           done[group[g]] = true;
         }
       }
@@ -353,7 +280,7 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
 void Dispatcher::explain_complex_failure(const SpecKey& key, const CompileOptions& opts) const {
   for (uint32_t i = 0; i < key.size; ++i) {
     if (key.args[i].kind != ArgKind::kComplex || decl_->params[i].kind != ParamKind::kScalar ||
-        declared_[i].scalar != TypeCode::kUnknown)
+        def_->bindings()[i].scalar != TypeCode::kUnknown)
       continue;
     SpecKey as_real = key;
     as_real.args[i].kind = ArgKind::kFloat;
@@ -394,25 +321,50 @@ void Dispatcher::explain_address_failure(const SpecKey& key) const {
   }
 }
 
-CompiledProgram Dispatcher::compile_detached(const SpecKey& key, CacheOutcome* outcome) const {
+std::vector<CompiledInstance> Dispatcher::compile_instances(const std::vector<SpecKey>& keys) const {
+  TORCH_INTERNAL_ASSERT(!keys.empty());
+  // A prebuilt image holds the one kernel every key launches.
+  if (options_.prebuilt)
+    return std::vector<CompiledInstance>(keys.size(), {options_.prebuilt, 0, CacheOutcome::kBypassed});
+  CompileOptions opts = options_.compile;
+  opts.arch = keys[0].arch;
+  std::vector<InstantiationRequest> requests;
+  for (const SpecKey& key : keys) {
+    TORCH_INTERNAL_ASSERT(key.arch == opts.arch, "keys of several architectures in one compile");
+    requests.push_back({decl_->name, key, options_.template_args});
+  }
+  try {
+    return compile_cached(*program_, requests, opts, options_.cache);
+  } catch (const CompileError&) {
+    // A clearer error than the compiler's, when the arguments explain the failure.
+    for (const SpecKey& key : keys) {
+      explain_address_failure(key);
+      explain_complex_failure(key, opts);
+    }
+    throw;
+  }
+}
+
+std::vector<CompiledInstance> Dispatcher::compile_detached(const std::vector<SpecKey>& keys) const {
   TORCH_CHECK_VALUE(!options_.prebuilt, "torch_cudajit: kernel '", decl_->name,
                     "' is prebuilt code (torch_cudajit.load); there is nothing to compile.");
-  CompileOptions opts = options_.compile;
-  opts.arch = key.arch;
-  return compile_cached(*program_, {{decl_->name, key, options_.template_args}}, opts,
-                        options_.cache, outcome);
+  return compile_instances(keys);
+}
+
+void Dispatcher::count(CacheOutcome outcome) {
+  if (outcome == CacheOutcome::kHit) counters_.hits++;
+  if (outcome == CacheOutcome::kMiss) counters_.misses++;
 }
 
 std::shared_ptr<Specialization> Dispatcher::adopt(const SpecKey& key,
                                                   std::shared_ptr<const CompiledProgram> compiled,
-                                                  CacheOutcome outcome) {
-  TORCH_INTERNAL_ASSERT(compiled && compiled->lowered_names.size() == 1 &&
-                            compiled->probes.size() == 1 &&
-                            compiled->probes[0].size() == key.size,
-                        "adopt: a compile of one instantiation with ", key.size, " parameters expected");
-  if (outcome == CacheOutcome::kHit) counters_.hits++;
-  if (outcome == CacheOutcome::kMiss) counters_.misses++;
-  std::shared_ptr<Specialization> spec = build(key, compiled, 0);
+                                                  size_t index, CacheOutcome outcome) {
+  TORCH_INTERNAL_ASSERT(compiled && index < compiled->lowered_names.size() &&
+                            compiled->probes.size() == compiled->lowered_names.size() &&
+                            compiled->probes[index].size() == key.size,
+                        "adopt: instantiation ", index, " with ", key.size, " parameters expected");
+  count(outcome);
+  std::shared_ptr<Specialization> spec = build(key, compiled, index);
   std::shared_future<std::shared_ptr<Specialization>> existing;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -469,7 +421,7 @@ std::shared_ptr<Specialization> Dispatcher::adopt_foreign(
       fail("reports a size of " + std::to_string(pr.size) + " and alignment " +
            std::to_string(pr.align) + " for parameter '" + decl_->params[i].name + "'");
   }
-  return adopt(key, std::move(compiled), CacheOutcome::kBypassed);
+  return adopt(key, std::move(compiled), 0, CacheOutcome::kBypassed);
 }
 
 std::shared_ptr<Specialization> Dispatcher::get(const SpecKey& key) {
@@ -480,82 +432,6 @@ std::shared_ptr<Specialization> Dispatcher::get(const SpecKey& key) {
 std::vector<std::shared_ptr<Specialization>> Dispatcher::specializations() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return order_;
-}
-
-KernelResources Dispatcher::resources(Specialization& spec, int device) {
-  DeviceScope scope(device);
-  LoadedKernel& k = spec.loaded();
-  KernelResources r;
-  r.regs_per_thread = k.attribute(CU_FUNC_ATTRIBUTE_NUM_REGS, device);
-  r.shared_mem_per_block = k.attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, device);
-  r.const_mem_size = k.attribute(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, device);
-  r.local_mem_per_thread = k.attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, device);
-  r.max_threads_per_block = k.attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device);
-  r.ptx_version = k.attribute(CU_FUNC_ATTRIBUTE_PTX_VERSION, device);
-  r.binary_version = k.attribute(CU_FUNC_ATTRIBUTE_BINARY_VERSION, device);
-  // Read after device_state, which applies what set_attribute recorded to this device.
-  k.device_state(device);
-  r.max_dynamic_shared_size_bytes = k.attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, device);
-  r.preferred_shared_memory_carveout = k.attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, device);
-  return r;
-}
-
-void Dispatcher::set_attribute(Specialization& spec, int device, CUfunction_attribute attr, int value) {
-  DeviceScope scope(device);
-  LoadedKernel& k = spec.loaded();
-  const KernelDeviceState& state = k.device_state(device);
-  if (attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
-    const DeviceLimits& lim = device_limits(device);
-    const int available = lim.max_shared_optin - state.static_shared;
-    TORCH_CHECK_VALUE(value <= available, "torch_cudajit: max_dynamic_shared_size_bytes of kernel '",
-                      decl_->name, "' ", spec.signature, " may be at most ", available,
-                      " on cuda:", device, " (", lim.max_shared_optin, " per block minus ",
-                      state.static_shared, " static); got ", value, ".");
-  }
-  k.set_attribute(attr, value);
-}
-
-at::Tensor Dispatcher::global(const std::shared_ptr<Specialization>& spec, int device,
-                              const std::string& name) {
-  DeviceScope scope(device);
-  LoadedKernel& k = spec->loaded();
-  k.device_state(device);  // loads the module into this device's context
-  const auto [address, size] = k.library().global(name.c_str());
-  TORCH_CHECK_VALUE(address != 0, "torch_cudajit: the module of kernel '", decl_->name, "' ",
-                    spec->signature, " has no __device__ or __constant__ variable named '", name,
-                    "'. Declare it at namespace scope in the kernel's source; a variable inside "
-                    "a namespace is found by its mangled name, and extern \"C\" keeps the name "
-                    "as written.");
-  // The deleter holds the specialization, which holds the loaded module: the memory stays
-  // valid for as long as any tensor aliases it.
-  std::shared_ptr<Specialization> keep = spec;
-  const c10::Device where(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
-  return at::from_blob(reinterpret_cast<void*>(static_cast<uintptr_t>(address)),
-                       {static_cast<int64_t>(size)}, [keep](void*) {},
-                       at::TensorOptions().dtype(at::kByte).device(where), where);
-}
-
-int64_t Dispatcher::max_cooperative_grid_blocks(Specialization& spec, int device, int threads,
-                                                int64_t dynamic_shared) {
-  TORCH_CHECK_VALUE(threads >= 1, "torch_cudajit: block must have at least 1 thread, got ", threads);
-  TORCH_CHECK_VALUE(dynamic_shared >= 0, "torch_cudajit: dynamic_shared_mem must be >= 0, got ",
-                    dynamic_shared);
-  DeviceScope scope(device);
-  LoadedKernel& k = spec.loaded();
-  const KernelDeviceState& state = k.device_state(device);
-  const DeviceLimits& lim = device_limits(device);
-  TORCH_CHECK_VALUE(threads <= state.max_threads_per_block, "torch_cudajit: kernel '", decl_->name,
-                    "' allows at most ", state.max_threads_per_block,
-                    " threads per block on this device; got ", threads, ".");
-  const int64_t available = lim.max_shared_optin - state.static_shared;
-  TORCH_CHECK_VALUE(dynamic_shared <= available, "torch_cudajit: kernel '", decl_->name,
-                    "' may use at most ", available, " bytes of dynamic shared memory (",
-                    lim.max_shared_optin, " per block minus ", state.static_shared,
-                    " static); got ", dynamic_shared, ".");
-  if (dynamic_shared > state.dynamic_shared_limit)
-    k.reserve_dynamic_shared(device, static_cast<int>(dynamic_shared));
-  return int64_t(k.max_active_blocks_per_sm(threads, static_cast<size_t>(dynamic_shared))) *
-         device_limits(device).multiprocessors;
 }
 
 }  // namespace torch_cudajit

@@ -5,6 +5,7 @@
 
 #include "cache.h"
 #include "compile_cache.h"
+#include "definition.h"
 #include "module.h"
 #include "program.h"
 #include "specialization.h"
@@ -56,18 +57,6 @@ struct LaunchConfig {
   /// API and the grid covers the tasks (at most one wave of resident blocks for a kernel that
   /// loops over the grid); grid and block above are ignored.
   int64_t forall_tasks = 0;
-};
-
-/// Options fixed when a kernel is created.
-struct KernelOptions {
-  CompileOptions compile;     ///< compile.arch is ignored: the device decides
-  std::string template_args;  ///< explicit template arguments ("" deduces all)
-  bool cache = true;          ///< use the disk cache (when it is enabled for the process)
-  /// Launch with cuLaunchCooperativeKernel: -1 detects grid syncs in the source, 0 or 1 force.
-  int cooperative = -1;
-  /// Prebuilt code (torch_cudajit.load, prebuilt_program): every key uses this image and
-  /// nothing is compiled. The Program then holds only the kernel's declaration.
-  std::shared_ptr<const CompiledProgram> prebuilt;
 };
 
 /// How one parameter is filled at launch.
@@ -157,11 +146,18 @@ struct KernelResources {
 /// Compiles, caches and launches one __global__ function of a Program.
 class Dispatcher {
  public:
-  Dispatcher(std::shared_ptr<const Program> program, std::string kernel_name, KernelOptions options);
+  /// The dispatcher of a definition, which it shares with every other holder.
+  explicit Dispatcher(std::shared_ptr<const KernelDefinition> definition);
+  /// The dispatcher of a new definition of kernel `kernel_name` of `program`.
+  Dispatcher(std::shared_ptr<const Program> program, const std::string& kernel_name,
+             KernelOptions options);
 
+  const KernelDefinition& definition() const { return *def_; }
+  const std::shared_ptr<const KernelDefinition>& definition_ptr() const { return def_; }
   const KernelDecl& decl() const { return *decl_; }
   const Program& program() const { return *program_; }
-  const std::shared_ptr<const Program>& program_ptr() const { return program_; }
+  const std::shared_ptr<const Program>& program_ptr() const { return def_->program_ptr(); }
+  /// The definition's options, as compiles use them (KernelDefinition::options).
   const KernelOptions& options() const { return options_; }
 
   /// Checks the arguments against the parameters and returns their key. `device` receives
@@ -172,16 +168,19 @@ class Dispatcher {
   std::shared_ptr<Specialization> lookup(const SpecKey& key) const;
   /// The specialization for a key, compiling it (once, even across threads) if needed.
   std::shared_ptr<Specialization> get(const SpecKey& key);
-  /// Compiles several keys in one NVRTC invocation (keys already compiled are reused).
+  /// Compiles several keys, those of one architecture in one NVRTC invocation (keys already
+  /// compiled are reused, keys in the disk cache loaded): precompile's batches.
   std::vector<std::shared_ptr<Specialization>> compile_many(const std::vector<SpecKey>& keys);
-  /// Compiles a key (through the disk cache) without keeping the result: what a worker
-  /// process of Kernel.precompile sends back to its parent.
-  CompiledProgram compile_detached(const SpecKey& key, CacheOutcome* outcome) const;
-  /// Makes a compile done elsewhere (a worker process) the specialization of `key`; returns
-  /// the existing one when the key is already compiled. `outcome` feeds the cache counters.
+  /// Compiles keys of one architecture together (through the disk cache, as compile_many
+  /// does) without keeping the result: what a worker process of Kernel.precompile sends back
+  /// to its parent.
+  std::vector<CompiledInstance> compile_detached(const std::vector<SpecKey>& keys) const;
+  /// Makes instantiation `index` of a compile done elsewhere (a worker process) the
+  /// specialization of `key`; returns the existing one when the key is already compiled.
+  /// `outcome` feeds the cache counters.
   std::shared_ptr<Specialization> adopt(const SpecKey& key,
                                         std::shared_ptr<const CompiledProgram> compiled,
-                                        CacheOutcome outcome);
+                                        size_t index, CacheOutcome outcome);
   /// adopt() for a compile that crossed a trust boundary (a pickle, a TorchScript archive): the
   /// key, the compile's shape, its target and its name expression are checked against this
   /// kernel first. Throws ValueError naming `origin` and what does not match.
@@ -214,7 +213,7 @@ class Dispatcher {
   LaunchConfig forall_launch(Specialization& spec, int device, LaunchConfig cfg);
   /// True when the kernel's own text calls cj::for_each or cj::elementwise, which loop over the
   /// grid, so that any grid covers its work.
-  bool grid_strides() const { return grid_strides_; }
+  bool grid_strides() const { return def_->grid_strides(); }
   /// Registers, memory and the thread limit of a specialization on a device.
   KernelResources resources(Specialization& spec, int device);
   /// Sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES or _PREFERRED_SHARED_MEMORY_CARVEOUT
@@ -231,7 +230,7 @@ class Dispatcher {
   int64_t max_cooperative_grid_blocks(Specialization& spec, int device, int threads,
                                       int64_t dynamic_shared);
   /// True for kernels with a grid-wide barrier, launched with cuLaunchCooperativeKernel.
-  bool cooperative() const { return cooperative_; }
+  bool cooperative() const { return def_->cooperative(); }
   /// Disk-cache hits and misses of this kernel's compiles.
   const CacheCounters& cache_counters() const { return counters_; }
 
@@ -239,9 +238,18 @@ class Dispatcher {
   std::shared_ptr<Specialization> build(const SpecKey& key,
                                         const std::shared_ptr<const CompiledProgram>& compiled,
                                         size_t index) const;
+  /// How parameter `i` is packed for an argument of signature `s` whose resolved type is `pr`,
+  /// placed at the next aligned `offset` (advanced past it); refuses what the type cannot take.
+  Specialization::Slot slot_for(uint32_t i, const ParamProbe& pr, const ArgSig& s,
+                                uint32_t& offset) const;
   /// Debug mode: waits for the launch and raises KernelAssertionError for a failed check.
   void check_debug_record(CUdeviceptr record, size_t size, CUstream stream);
   [[noreturn]] void fail_param(size_t i, const std::string& what) const;  // TypeError
+  /// Compiles keys of one architecture together through the disk cache (or takes the prebuilt
+  /// image); a compile error the arguments explain better becomes a TypeError.
+  std::vector<CompiledInstance> compile_instances(const std::vector<SpecKey>& keys) const;
+  /// Adds a compile's outcome to this kernel's cache counters.
+  void count(CacheOutcome outcome);
   /// After a failed compile: raises TypeError when a Python complex given for a scalar parameter
   /// of template type is what failed (the type resolved to a real one), and returns otherwise.
   void explain_complex_failure(const SpecKey& key, const CompileOptions& opts) const;
@@ -253,21 +261,11 @@ class Dispatcher {
   void check_pointee(size_t i, const Specialization::Slot& slot, const ArgSig& sig,
                      const Arg& arg, uintptr_t address) const;
 
-  /// What the declaration fixes about each parameter, computed once so that make_key parses
-  /// nothing on the hot path.
-  struct Declared {
-    TypeCode element = TypeCode::kUnknown;  ///< Array/pointer element type, if concrete
-    TypeCode scalar = TypeCode::kUnknown;   ///< scalar parameter type, if concrete
-    int rank = -1;                          ///< Array rank, if a literal
-    const VectorType* vector = nullptr;     ///< pointer to a CUDA vector type (float4*)
-  };
-
-  std::shared_ptr<const Program> program_;
+  std::shared_ptr<const KernelDefinition> def_;
+  // Views into def_, which outlives them.
+  const Program* program_;
   const KernelDecl* decl_;
-  std::vector<Declared> declared_;
-  KernelOptions options_;
-  bool cooperative_ = false;
-  bool grid_strides_ = false;
+  const KernelOptions& options_;
   mutable std::mutex mutex_;
   std::unordered_map<SpecKey, std::shared_future<std::shared_ptr<Specialization>>, SpecKeyHash> cache_;
   std::vector<std::shared_ptr<Specialization>> order_;

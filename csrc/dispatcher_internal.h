@@ -1,5 +1,5 @@
 // torch_cudajit: helpers the dispatcher's files share (dispatcher.cpp, call_key.cpp,
-// launch.cpp); not part of the core's interface.
+// launch.cpp, device_state.cpp); not part of the core's interface.
 #pragma once
 
 #include "dispatcher.h"

@@ -51,6 +51,11 @@ bool read_file(const std::string& path, std::string& out) {
   return read_all(f.fd, out, static_cast<size_t>(st.st_size));
 }
 
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return !path.empty() && stat(path.c_str(), &st) == 0;
+}
+
 std::string dirname_of(const std::string& p) {
   size_t s = p.rfind('/');
   if (s == std::string::npos) return ".";

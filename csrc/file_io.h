@@ -28,6 +28,8 @@ bool write_all(int fd, const char* data, size_t size);
 int open_nonblocking(const std::string& path, int flags);
 /// The whole of a regular file; false when it cannot be opened or is not a regular file.
 bool read_file(const std::string& path, std::string& out);
+/// True when something exists at `path` (a file or a folder).
+bool file_exists(const std::string& path);
 /// The folder part of a path ("." for a bare name).
 std::string dirname_of(const std::string& path);
 /// strerror(errno).

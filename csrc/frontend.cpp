@@ -1,8 +1,9 @@
-// torch_cudajit: the Clang front end (see frontend.h). libclang's C API is stable across LLVM
-// releases, so the plugin opens whichever libclang it finds (the `libclang` wheel's, or the
-// system's) at run time and declares the few entry points and plain-data types it uses below;
-// it neither links LLVM nor needs its headers to build.
+// torch_cudajit: the Clang front end (see frontend.h): one parse of a source through libclang
+// (libclang.h), with the shared preamble precompiled once, and a walk of its __global__
+// declarations.
 #include "frontend.h"
+
+#include "libclang.h"
 
 #include <c10/util/Exception.h>
 
@@ -19,160 +20,9 @@
 namespace torch_cudajit {
 namespace detail {
 
-// The C API's value types, field for field as clang-c/Index.h declares them.
-struct CXString {
-  const void* data;
-  unsigned private_flags;
-};
-struct CXCursor {
-  int kind;
-  int xdata;
-  const void* data[3];
-};
-struct CXType {
-  int kind;
-  void* data[2];
-};
-struct CXSourceLocation {
-  const void* ptr_data[2];
-  unsigned int_data;
-};
-struct CXSourceRange {
-  const void* ptr_data[2];
-  unsigned begin_int_data;
-  unsigned end_int_data;
-};
-struct CXUnsavedFile {
-  const char* filename;
-  const char* contents;
-  unsigned long length;
-};
-using CXIndex = void*;
-using CXTranslationUnit = void*;
-using CXFile = void*;
-using CXClientData = void*;
-using CXCursorVisitor = int (*)(CXCursor, CXCursor, CXClientData);
-
-// Enumerator values of clang-c/Index.h.
-constexpr int kCursorFunctionDecl = 8, kCursorParmDecl = 10,
-              kCursorNamespace = 22, kCursorLinkageSpec = 23, kCursorTemplateTypeParameter = 27,
-              kCursorNonTypeTemplateParameter = 28, kCursorTemplateTemplateParameter = 29,
-              kCursorFunctionTemplate = 30, kCursorUnexposedDecl = 1,
-              kCursorCudaGlobalAttr = 414;
-constexpr int kTypeInvalid = 0;
-constexpr int kVisitBreak = 0, kVisitContinue = 1;
-constexpr unsigned kParseIncomplete = 0x02, kParseForSerialization = 0x10,
-                   kParseSkipFunctionBodies = 0x40, kParseKeepGoing = 0x200;
-constexpr int kDiagnosticFatal = 4;
-
-#define CJ_LIBCLANG_FUNCTIONS(X)                                                                  \
-  X(clang_createIndex, CXIndex (*)(int, int))                                                     \
-  X(clang_parseTranslationUnit2,                                                                  \
-    int (*)(CXIndex, const char*, const char* const*, int, CXUnsavedFile*, unsigned, unsigned,    \
-            CXTranslationUnit*))                                                                  \
-  X(clang_disposeTranslationUnit, void (*)(CXTranslationUnit))                                    \
-  X(clang_getTranslationUnitCursor, CXCursor (*)(CXTranslationUnit))                              \
-  X(clang_visitChildren, unsigned (*)(CXCursor, CXCursorVisitor, CXClientData))                   \
-  X(clang_getCursorKind, int (*)(CXCursor))                                                       \
-  X(clang_getCursorSpelling, CXString (*)(CXCursor))                                              \
-  X(clang_getCString, const char* (*)(CXString))                                                  \
-  X(clang_disposeString, void (*)(CXString))                                                      \
-  X(clang_getCursorExtent, CXSourceRange (*)(CXCursor))                                           \
-  X(clang_getCursorLocation, CXSourceLocation (*)(CXCursor))                                      \
-  X(clang_getRangeStart, CXSourceLocation (*)(CXSourceRange))                                     \
-  X(clang_getRangeEnd, CXSourceLocation (*)(CXSourceRange))                                       \
-  X(clang_getFileLocation, void (*)(CXSourceLocation, CXFile*, unsigned*, unsigned*, unsigned*))  \
-  X(clang_getSpellingLocation,                                                                    \
-    void (*)(CXSourceLocation, CXFile*, unsigned*, unsigned*, unsigned*))                         \
-  X(clang_getCursorType, CXType (*)(CXCursor))                                                    \
-  X(clang_getTypeSpelling, CXString (*)(CXType))                                                  \
-  X(clang_isInvalidDeclaration, unsigned (*)(CXCursor))                                           \
-  X(clang_getFile, CXFile (*)(CXTranslationUnit, const char*))                                   \
-  X(clang_saveTranslationUnit, int (*)(CXTranslationUnit, const char*, unsigned))                \
-  X(clang_getNumDiagnostics, unsigned (*)(CXTranslationUnit))                                     \
-  X(clang_getDiagnostic, void* (*)(CXTranslationUnit, unsigned))                                  \
-  X(clang_getDiagnosticSeverity, int (*)(void*))                                                  \
-  X(clang_getDiagnosticSpelling, CXString (*)(void*))                                             \
-  X(clang_disposeDiagnostic, void (*)(void*))                                                     \
-  X(clang_getClangVersion, CXString (*)())
-
-struct LibclangApi {
-#define CJ_DECLARE_CLANG(name, type) \
-  using name##_type = type;          \
-  name##_type name = nullptr;
-  CJ_LIBCLANG_FUNCTIONS(CJ_DECLARE_CLANG)
-#undef CJ_DECLARE_CLANG
-  std::string path;
-};
-
 namespace {
 
 std::atomic<uint64_t> g_parses{0};  // sources parsed (frontend_parse_count)
-
-std::mutex& path_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::string& configured_path() {
-  static std::string p;
-  return p;
-}
-
-std::vector<std::string> libclang_candidates() {
-  std::vector<std::string> out;
-  if (const char* env = std::getenv("TORCH_CUDAJIT_LIBCLANG"); env != nullptr && *env != '\0')
-    out.emplace_back(env);
-  {
-    std::lock_guard<std::mutex> lock(path_mutex());
-    if (!configured_path().empty()) out.push_back(configured_path());
-  }
-  out.emplace_back("libclang.so");
-  out.emplace_back("libclang.so.1");
-  for (int v = 22; v >= 14; --v) {
-    out.push_back("libclang-" + std::to_string(v) + ".so.1");
-    out.push_back("/usr/lib/llvm-" + std::to_string(v) + "/lib/libclang.so.1");
-  }
-  return out;
-}
-
-LibclangApi load_libclang() {
-  LibclangApi api;
-  std::string tried;
-  void* handle = nullptr;
-  for (const auto& c : libclang_candidates()) {
-    // RTLD_LOCAL: LLVM's symbols must not interpose on those of another LLVM in the process
-    // (Triton's, numba's).
-    if ((handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
-      api.path = c;
-      break;
-    }
-    tried += "\n  " + c;
-  }
-  TORCH_CHECK(handle != nullptr,
-              "torch_cudajit: could not load libclang, which reads kernel declarations. Tried:",
-              tried,
-              "\nInstall it with `pip install libclang` (the Python package finds it), or set "
-              "TORCH_CUDAJIT_LIBCLANG to a libclang.so (LLVM 14 or newer).");
-#define CJ_LOAD_CLANG(name, type)                                                          \
-  api.name = reinterpret_cast<LibclangApi::name##_type>(dlsym(handle, #name));            \
-  TORCH_CHECK(api.name != nullptr, "torch_cudajit: ", api.path, " has no entry point " #name \
-              "; libclang from LLVM 14 or newer is required.");
-  CJ_LIBCLANG_FUNCTIONS(CJ_LOAD_CLANG)
-#undef CJ_LOAD_CLANG
-  return api;
-}
-
-const LibclangApi& libclang() {
-  static const LibclangApi api = load_libclang();
-  return api;
-}
-
-std::string take(CXString s) {
-  const char* c = libclang().clang_getCString(s);
-  std::string out = c != nullptr ? c : "";
-  libclang().clang_disposeString(s);
-  return out;
-}
 
 // The main file of the translation unit being walked.
 thread_local CXFile t_main_file = nullptr;
@@ -370,16 +220,7 @@ constexpr const char* kPreludePath = "/torch_cudajit/frontend_prelude.h";
 }  // namespace
 }  // namespace detail
 
-void set_libclang_path(const std::string& path) {
-  std::lock_guard<std::mutex> lock(detail::path_mutex());
-  detail::configured_path() = path;
-}
-
 uint64_t frontend_parse_count() { return detail::g_parses.load(); }
-
-std::string libclang_version() {
-  return detail::take(detail::libclang().clang_getClangVersion());
-}
 
 namespace detail {
 namespace {

@@ -5,12 +5,13 @@
 namespace torch_cudajit {
 
 Kernel::Kernel(const std::string& source, const std::string& name, KernelOptions options)
-    : Kernel(std::make_shared<const Program>(source, "kernel.cu", options.compile.extra,
-                                             options.compile.std),
-             name, std::move(options)) {}
+    : Kernel(KernelDefinition::from_source(source, name, std::move(options))) {}
 
 Kernel::Kernel(std::shared_ptr<const Program> program, const std::string& name, KernelOptions options)
-    : dispatcher_(std::make_shared<Dispatcher>(std::move(program), name, std::move(options))) {}
+    : Kernel(std::make_shared<const KernelDefinition>(std::move(program), name, std::move(options))) {}
+
+Kernel::Kernel(std::shared_ptr<const KernelDefinition> definition)
+    : dispatcher_(std::make_shared<Dispatcher>(std::move(definition))) {}
 
 void Kernel::add_extension(std::shared_ptr<Extension> extension) {
   TORCH_CHECK_VALUE(extension != nullptr, "torch_cudajit: add_extension got a null extension");

@@ -29,8 +29,13 @@ class Extension {
 /// A compiled-on-demand kernel for C++ callers.
 class Kernel {
  public:
+  /// The kernel `name` of `source`, read with the options' preprocessor flags.
   Kernel(const std::string& source, const std::string& name, KernelOptions options = {});
+  /// The kernel `name` of an already reflected program (shared with its other kernels).
   Kernel(std::shared_ptr<const Program> program, const std::string& name, KernelOptions options = {});
+  /// A kernel of an existing definition: the same definition a TorchScript object
+  /// (KernelObject::definition) or another Kernel holds.
+  explicit Kernel(std::shared_ptr<const KernelDefinition> definition);
 
   /// Adds an extension; it runs before those added earlier.
   void add_extension(std::shared_ptr<Extension> extension);
@@ -45,6 +50,7 @@ class Kernel {
   std::shared_ptr<Specialization> compile(const std::vector<c10::IValue>& values, int arch);
 
   Dispatcher& dispatcher() { return *dispatcher_; }
+  const KernelDefinition& definition() const { return dispatcher_->definition(); }
 
  private:
   std::shared_ptr<Dispatcher> dispatcher_;

@@ -144,7 +144,7 @@ std::pair<int, int64_t> Dispatcher::forall_config(Specialization& spec, int devi
   DeviceScope scope(device);
   const auto [block, per_sm] = spec.loaded().forall_block(device);
   const int64_t wave = static_cast<int64_t>(device_limits(device).multiprocessors) * std::max(per_sm, 1);
-  return {block, grid_strides_ ? wave : 0};
+  return {block, def_->grid_strides() ? wave : 0};
 }
 
 LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchConfig cfg) {

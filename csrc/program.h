@@ -4,6 +4,7 @@
 // the kernel.
 #pragma once
 
+#include "headers.h"
 #include "reflection.h"
 #include "specialization.h"
 
@@ -55,6 +56,15 @@ struct InstantiationRequest {
   std::string template_args;  ///< explicit template arguments, "" to deduce all
 };
 
+/// The stage between a Program and its CompiledProgram: the full text handed to NVRTC for some
+/// requests and the instantiation (name expressions, probes) of each request, built once and
+/// read by both the disk cache's key and the compile.
+struct GeneratedSource {
+  std::vector<InstantiationRequest> requests;
+  std::vector<Instantiation> instantiations;  ///< one per request
+  std::string text;
+};
+
 /// The result of compiling a Program for some instantiations.
 struct CompiledProgram {
   std::string target;       ///< "sm_90", or "compute_90" when only PTX could be produced
@@ -68,14 +78,6 @@ struct CompiledProgram {
   std::vector<std::string> name_expressions;    ///< the kernel name expression of each request
 };
 
-/// Directories NVRTC searches by default: the package's device headers and CUDA's headers.
-std::vector<std::string> default_include_dirs();
-/// The preprocessor options the front end reads a source with: what NVRTC gets from the plugin
-/// (include folders, macros, cj/cj.cuh before the source) and from the user's `options`.
-std::vector<std::string> frontend_args(const std::vector<std::string>& options,
-                                       const std::string& std);
-/// Overrides the package include directory (the Python package sets its own location).
-void set_package_include_dir(const std::string& dir);
 
 /// A reflected CUDA C++ source, ready to be compiled for any instantiations.
 class Program {
@@ -98,19 +100,24 @@ class Program {
   std::string reflection() const { return digest_ + serialize_kernels(kernels_); }
   /// The kernel with this name; throws c10::ValueError listing the kernels that exist.
   const KernelDecl& kernel(const std::string& name) const;
-  /// The full text handed to NVRTC for these requests.
-  std::string generated_source(const std::vector<InstantiationRequest>& requests) const;
-  /// The same, for instantiations already made from the requests (instantiations()).
-  std::string generated_source(const std::vector<InstantiationRequest>& requests,
-                               const std::vector<Instantiation>& insts) const;
+  /// The text and instantiations of a compile of these requests.
+  GeneratedSource generate(const std::vector<InstantiationRequest>& requests) const;
+  /// The full text handed to NVRTC for these requests (generate(requests).text).
+  std::string generated_source(const std::vector<InstantiationRequest>& requests) const {
+    return generate(requests).text;
+  }
   /// The generated code and name expressions of each request, in order.
   std::vector<Instantiation> instantiations(const std::vector<InstantiationRequest>& requests) const;
   /// The NVRTC option list for these options (deterministic, canonical order).
   std::vector<std::string> nvrtc_options(const CompileOptions& options) const;
   /// Compiles; throws CompileError when NVRTC rejects the source or an instantiation, or
   /// when nvJitLink cannot link the `link` files.
+  CompiledProgram compile(const GeneratedSource& generated, const CompileOptions& options) const;
+  /// compile(generate(requests), options).
   CompiledProgram compile(const std::vector<InstantiationRequest>& requests,
-                          const CompileOptions& options) const;
+                          const CompileOptions& options) const {
+    return compile(generate(requests), options);
+  }
   /// True when a kernel uses a grid-wide barrier (cooperative_groups::this_grid / grid_group)
   /// in its own text; when only code outside the kernels does (a helper function), every
   /// kernel counts as cooperative. Such kernels launch with cuLaunchCooperativeKernel.
@@ -123,6 +130,9 @@ class Program {
   /// The nvJitLink stage of a compile with CompileOptions::link.
   void link(nvrtcProgram prog, const std::vector<InstantiationRequest>& requests,
             const CompileOptions& options, CompiledProgram& out) const;
+  /// The CompileError of a compile NVRTC rejected: its log, and for a failed instantiation the
+  /// signatures asked for and the first error.
+  CompileError compile_failure(const GeneratedSource& generated, const CompiledProgram& out) const;
   /// The source from a kernel's declaration to the next kernel's declaration (or the end).
   std::string kernel_region(const std::string& kernel_name) const;
 
@@ -146,6 +156,8 @@ namespace detail {
 /// themselves) missing on this machine, a line naming the package or path that provides it;
 /// empty otherwise. `cuda_include_dir` is the CUDA header folder in use ("" when none was found).
 std::string missing_header_hint(const std::string& log, const std::string& cuda_include_dir);
+/// The names of the kernels requests ask for, each once, comma-separated (for messages).
+std::string kernel_names(const std::vector<InstantiationRequest>& requests);
 /// The first error of an NVRTC log, with the "argument types are: (...)" line that follows a
 /// failed overload resolution (the deduction helper's own priority tag dropped), indented for
 /// a message; empty when the log has no error line. Errors of NVRTC's name-expression map

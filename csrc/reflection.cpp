@@ -2,9 +2,8 @@
 // declarations the Clang front end reads (frontend.h).
 #include "reflection.h"
 
-#include "serialize.h"
-
 #include "frontend.h"
+#include "tokens.h"
 
 #include <c10/util/Exception.h>
 
@@ -16,65 +15,13 @@
 namespace torch_cudajit {
 namespace {
 
-bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
-
-struct Token {
-  std::string text;
-  size_t pos;
-  bool ident;
-};
-
-// Tokens of masked text in [begin, end): identifiers, numbers, "::", and single characters.
-std::vector<Token> tokenize(const std::string& s, size_t begin, size_t end) {
-  std::vector<Token> out;
-  size_t i = begin;
-  while (i < end) {
-    char c = s[i];
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      ++i;
-    } else if (is_ident_start(c)) {
-      size_t j = i;
-      while (j < end && is_ident_char(s[j])) ++j;
-      out.push_back({s.substr(i, j - i), i, true});
-      i = j;
-    } else if (std::isdigit(static_cast<unsigned char>(c))) {
-      size_t j = i;
-      while (j < end && (is_ident_char(s[j]) || s[j] == '.')) ++j;
-      out.push_back({s.substr(i, j - i), i, false});
-      i = j;
-    } else if (c == ':' && i + 1 < end && s[i + 1] == ':') {
-      out.push_back({"::", i, false});
-      i += 2;
-    } else {
-      out.push_back({std::string(1, c), i, false});
-      ++i;
-    }
-  }
-  return out;
-}
-
-std::string join(const std::vector<Token>& t, size_t b, size_t e) {
-  std::string out;
-  for (size_t i = b; i < e; ++i) {
-    const std::string& x = t[i].text;
-    if (!out.empty()) {
-      char p = out.back();
-      bool glue = x == "::" || x == "," || x == ">" || x == ")" || x == "]" || x == "*" ||
-                  x == "&" || x == "<" || x == "(" || x == "[" || p == '<' || p == '(' ||
-                  p == '[' || (p == ':' && out.size() >= 2 && out[out.size() - 2] == ':');
-      if (!glue) out += ' ';
-    }
-    out += x;
-  }
-  // Put a space after commas for readability.
-  std::string spaced;
-  for (size_t i = 0; i < out.size(); ++i) {
-    spaced += out[i];
-    if (out[i] == ',' && i + 1 < out.size() && out[i + 1] != ' ') spaced += ' ';
-  }
-  return spaced;
-}
+using detail::find_array;
+using detail::join;
+using detail::split_top;
+using detail::Token;
+using detail::tokenize;
+using detail::without_default;
+using detail::match_forward;
 
 const std::set<std::string>& type_keywords() {
   static const std::set<std::string> k = {
@@ -89,62 +36,6 @@ bool is_cv(const std::string& t) {
   return t == "const" || t == "volatile" || t == "__restrict__" || t == "__restrict" ||
          t == "restrict" ||
          t == "__grid_constant__";
-}
-
-// Index of the token matching an opening bracket at `open`, over masked tokens.
-size_t match_forward(const std::vector<Token>& t, size_t open, const std::string& o,
-                     const std::string& c) {
-  int depth = 0;
-  for (size_t i = open; i < t.size(); ++i) {
-    if (t[i].text == o) ++depth;
-    else if (t[i].text == c && --depth == 0) return i;
-  }
-  return std::string::npos;
-}
-
-// Splits tokens [b, e) on top-level commas. '<' counts as a bracket after an identifier.
-std::vector<std::pair<size_t, size_t>> split_top(const std::vector<Token>& t, size_t b, size_t e) {
-  std::vector<std::pair<size_t, size_t>> parts;
-  int paren = 0, angle = 0;
-  size_t start = b;
-  for (size_t i = b; i < e; ++i) {
-    const std::string& x = t[i].text;
-    if (x == "(" || x == "[" || x == "{") ++paren;
-    else if (x == ")" || x == "]" || x == "}") --paren;
-    else if (x == "<" && i > b && (t[i - 1].ident || t[i - 1].text == ">")) ++angle;
-    else if (x == ">" && angle > 0) --angle;
-    else if (x == "," && paren == 0 && angle == 0) {
-      parts.emplace_back(start, i);
-      start = i + 1;
-    }
-  }
-  if (start < e) parts.emplace_back(start, e);
-  return parts;
-}
-
-// Drops a default argument (`= 4`) from tokens [b, e); returns the new end.
-size_t without_default(const std::vector<Token>& t, size_t b, size_t e) {
-  int depth = 0;
-  for (size_t i = b; i < e; ++i) {
-    const std::string& x = t[i].text;
-    if (x == "(" || x == "<" || x == "[") ++depth;
-    else if (x == ")" || x == ">" || x == "]") --depth;
-    else if (x == "=" && depth == 0) return i;
-  }
-  return e;
-}
-
-// The tokens of the first top-level `Array < ... >` in [b, e): the index of '<' and of its
-// matching '>', or npos.
-std::pair<size_t, size_t> find_array(const std::vector<Token>& t, size_t b, size_t e) {
-  for (size_t i = b; i + 1 < e; ++i) {
-    if (t[i].text == "Array" && t[i + 1].text == "<") {
-      size_t close = match_forward(t, i + 1, "<", ">");
-      if (close == std::string::npos || close >= e) break;
-      return {i + 1, close};
-    }
-  }
-  return {std::string::npos, std::string::npos};
 }
 
 // Classifies a parameter type, given as tokens [b, e): kind, constness, element, rank, layout.
@@ -343,53 +234,6 @@ std::string KernelDecl::rewritten_template_header() const {
   return "template <" + list + ">";
 }
 
-std::string mask_source(const std::string& s) {
-  std::string m = s;
-  size_t i = 0, n = s.size();
-  bool line_start = true;
-  auto blank = [&](size_t a, size_t b) {
-    for (size_t k = a; k < b && k < n; ++k)
-      if (m[k] != '\n') m[k] = ' ';
-  };
-  while (i < n) {
-    char c = s[i];
-    if (c == '\n') {
-      line_start = true;
-      ++i;
-      continue;
-    }
-    if (line_start && c == '#') {
-      // A preprocessor directive runs to the end of the line, with backslash continuations.
-      size_t j = i;
-      while (j < n && !(s[j] == '\n' && (j == 0 || s[j - 1] != '\\'))) ++j;
-      blank(i, j);
-      i = j;
-      continue;
-    }
-    if (!std::isspace(static_cast<unsigned char>(c))) line_start = false;
-    if (c == '/' && i + 1 < n && s[i + 1] == '/') {
-      size_t j = s.find('\n', i);
-      if (j == std::string::npos) j = n;
-      blank(i, j);
-      i = j;
-    } else if (c == '/' && i + 1 < n && s[i + 1] == '*') {
-      size_t j = s.find("*/", i + 2);
-      j = j == std::string::npos ? n : j + 2;
-      blank(i, j);
-      i = j;
-    } else if (c == '"' || c == '\'') {
-      // Keep the quotes (so `extern "C"` stays recognisable), blank the contents.
-      size_t j = i + 1;
-      while (j < n && s[j] != c && s[j] != '\n') j += (s[j] == '\\') ? 2 : 1;
-      blank(i + 1, std::min(j, n));
-      i = std::min(j + 1, n);
-    } else {
-      ++i;
-    }
-  }
-  return m;
-}
-
 namespace {
 
 // The reflected kernel of one parsed declaration, with the layout rewrite's edits for it.
@@ -501,72 +345,6 @@ std::string rewrite_layouts(const std::string& source, const std::vector<KernelD
   std::string out = source;
   for (const auto& e : edits) out.insert(e.first, e.second);
   return out;
-}
-
-namespace {
-
-constexpr const char* kReflectionFormat = "torch_cudajit reflection 1";
-constexpr const char* kReflectionWhat = "a kernel's serialized reflection";
-
-}  // namespace
-
-std::string serialize_kernels(const std::vector<KernelDecl>& kernels) {
-  detail::Writer w;
-  w << std::string(kReflectionFormat) << kernels.size();
-  for (const auto& k : kernels) {
-    w << k.name << k.qualified_name << k.template_params << k.is_template << k.is_extern_c
-      << k.is_definition << k.decl_begin << k.template_close << k.line << k.edits.size();
-    for (const auto& [pos, text] : k.edits) w << pos << text;
-    w << k.params.size();
-    for (const auto& p : k.params)
-      w << p.name << p.type << static_cast<size_t>(p.kind) << p.is_const << p.element << p.rank
-        << static_cast<size_t>(p.layout) << p.rewritten_type << p.named << p.element_dependent
-        << p.layout_insert << p.tag;
-  }
-  return w.take();
-}
-
-std::vector<KernelDecl> deserialize_kernels(const std::string& bytes) {
-  detail::Reader r(bytes, kReflectionWhat);
-  const std::string format = r.text();
-  TORCH_CHECK_VALUE(format == kReflectionFormat, "torch_cudajit: a kernel's serialized "
-                    "reflection has the format '", format, "', expected '", kReflectionFormat,
-                    "'; pickle or script the kernel again with this version.");
-  std::vector<KernelDecl> kernels(r.number());
-  for (auto& k : kernels) {
-    k.name = r.text();
-    k.qualified_name = r.text();
-    k.template_params = r.text();
-    k.is_template = r.flag();
-    k.is_extern_c = r.flag();
-    k.is_definition = r.flag();
-    k.decl_begin = r.number();
-    k.template_close = r.number();
-    k.line = r.number();
-    k.edits.resize(r.number());
-    for (auto& e : k.edits) {
-      e.first = r.number();
-      e.second = r.text();
-    }
-    k.params.resize(r.number());
-    for (auto& p : k.params) {
-      p.name = r.text();
-      p.type = r.text();
-      p.kind = r.enumerator(ParamKind::kAuto, "parameter kind");
-      p.is_const = r.flag();
-      p.element = r.text();
-      p.rank = r.text();
-      p.layout = r.enumerator(LayoutMode::kOpaque, "layout mode");
-      p.rewritten_type = r.text();
-      p.named = r.flag();
-      p.element_dependent = r.flag();
-      p.layout_insert = r.number();
-      p.tag = r.flag();
-    }
-  }
-  TORCH_CHECK_VALUE(r.done(), "torch_cudajit: a kernel's serialized reflection has trailing "
-                    "bytes; pickle or script the kernel again.");
-  return kernels;
 }
 
 }  // namespace torch_cudajit

@@ -1,6 +1,8 @@
 // torch_cudajit: type codes, specialization keys and the generated deduction code.
 #include "specialization.h"
 
+#include "sha256.h"
+
 #include <c10/util/Exception.h>
 
 #include <map>
@@ -318,17 +320,24 @@ std::string deduction_helper(const KernelDecl& d, const SpecKey* key, const std:
   return os.str();
 }
 
+std::string instantiation_tag(const KernelDecl& d, const SpecKey& key) {
+  // 48 bits of a hash: unique among the instantiations of one compile in practice, and a clash
+  // only fails that compile (a batch then compiles its entries alone).
+  const std::string bytes(reinterpret_cast<const char*>(key.args.data()), sizeof(ArgSig) * key.size);
+  return sha256_hex(d.name + '\0' + bytes).substr(0, 12);
+}
+
 Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
-                                 const std::string& template_args, size_t tag) {
+                                 const std::string& template_args, const std::string& tag) {
   TORCH_INTERNAL_ASSERT(key.size == d.params.size(), "key size ", key.size, " != params ",
                         d.params.size());
   Instantiation inst;
-  const std::string alias = "cj_detail_spec_" + std::to_string(tag);
+  const std::string alias = "cj_detail_spec_" + tag;
   std::ostringstream os;
   // A key with addresses has a helper of its own, whose address parameters are not deduced.
   std::string helper_suffix;
   for (uint32_t i = 0; i < key.size; ++i)
-    if (key.args[i].kind == ArgKind::kAddress) helper_suffix = "_" + std::to_string(tag);
+    if (key.args[i].kind == ArgKind::kAddress) helper_suffix = "_" + tag;
   if (!helper_suffix.empty()) os << deduction_helper(d, &key, helper_suffix);
   os << "using " << alias << " = decltype(" << scope_of(d) << "cj_detail_sig_" << d.name
      << helper_suffix;

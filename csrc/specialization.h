@@ -143,7 +143,12 @@ struct Instantiation {
 
 /// Builds the instantiation of `decl` for `key`; `tag` makes the alias name unique.
 Instantiation make_instantiation(const KernelDecl& decl, const SpecKey& key,
-                                 const std::string& template_args, size_t tag);
+                                 const std::string& template_args, const std::string& tag);
+/// The tag of a kernel's instantiation for a key: 12 hex characters of a hash of the kernel's
+/// name and the key's argument signatures. It depends on nothing else, so an instantiation is
+/// spelled the same alone or among others in one compile, and its name expression identifies
+/// it in either.
+std::string instantiation_tag(const KernelDecl& decl, const SpecKey& key);
 
 /// Parses a lowered probe name (mangled cj::detail::probe<Code, Size, Align>).
 ParamProbe parse_probe(const std::string& lowered);

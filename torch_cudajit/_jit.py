@@ -81,6 +81,36 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
     """
     if cooperative is not None and not isinstance(cooperative, bool):
         raise TypeError(f"cooperative must be None or a bool, got {type(cooperative).__name__}")
+    if not isinstance(cache, bool):
+        raise TypeError(f"cache must be a bool, got {type(cache).__name__}")
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a str of CUDA C++, got {type(source).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    opts = _nvrtc_options(options, include_dirs, defines, fastmath, max_registers, opt)
+    link_files = _link_files(link)
+    config = dict(options=opts, std=std, debug=bool(debug), lineinfo=bool(lineinfo),
+                  template_args=_template_args(template_args), cache=cache, link=link_files,
+                  cooperative=cooperative)
+    # The source is read once; each of its kernels is one definition on it, which the Python
+    # Kernel, its TorchScript object and its dispatcher share.
+    program = _C.Program(source, filename, opts, std)
+    names = program.kernel_names
+    if name is None and not names:
+        raise ValueError("source defines no __global__ function")
+
+    def kernel(n):  # an unknown name raises ValueError naming the kernels that exist
+        return Kernel(_C.KernelDefinition(program, n, **config), extensions)
+
+    if name is not None:
+        return kernel(name)
+    if len(names) == 1:
+        return kernel(names[0])
+    return KernelModule({n: kernel(n) for n in names})
+
+
+def _nvrtc_options(options, include_dirs, defines, fastmath, max_registers, opt) -> list:
+    """jit's option arguments, checked, as NVRTC options in order."""
     if max_registers is not None and (not isinstance(max_registers, int)
                                       or isinstance(max_registers, bool) or max_registers < 1):
         raise ValueError(f"max_registers must be a positive int, got {max_registers!r}")
@@ -92,6 +122,23 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         opt_level = opt
     else:
         raise ValueError(f"opt must be True, False or an optimization level 0-3, got {opt!r}")
+    if isinstance(options, str):
+        raise TypeError("options must be a list of NVRTC option strings, not one string")
+    opts = [str(o) for o in options]
+    opts += [f"-I{d}" for d in include_dirs]
+    for key, value in (defines or {}).items():
+        opts.append(f"-D{key}" if value is None else f"-D{key}={value}")
+    if fastmath:
+        opts.append("--use_fast_math")
+    if max_registers is not None:
+        opts.append(f"--maxrregcount={max_registers}")
+    if opt_level != 3:
+        opts.append(f"--ptxas-options=-O{opt_level}")
+    return opts
+
+
+def _link_files(link) -> list:
+    """jit's link argument, checked, as absolute paths."""
     if isinstance(link, (str, os.PathLike)):
         link = [link]
     link_files = []
@@ -106,34 +153,4 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         if not os.path.isfile(path):
             raise ValueError(f"link: the file '{f}' does not exist")
         link_files.append(path)
-    if not isinstance(cache, bool):
-        raise TypeError(f"cache must be a bool, got {type(cache).__name__}")
-    if not isinstance(source, str):
-        raise TypeError(f"source must be a str of CUDA C++, got {type(source).__name__}")
-    if name is not None and not isinstance(name, str):
-        raise TypeError(f"name must be a str, got {type(name).__name__}")
-    if isinstance(options, str):
-        raise TypeError("options must be a list of NVRTC option strings, not one string")
-    opts = [str(o) for o in options]
-    opts += [f"-I{d}" for d in include_dirs]
-    for key, value in (defines or {}).items():
-        opts.append(f"-D{key}" if value is None else f"-D{key}={value}")
-    if fastmath:
-        opts.append("--use_fast_math")
-    if max_registers is not None:
-        opts.append(f"--maxrregcount={max_registers}")
-    if opt_level != 3:
-        opts.append(f"--ptxas-options=-O{opt_level}")
-    config = dict(options=opts, std=std, debug=bool(debug), lineinfo=bool(lineinfo),
-                  template_args=_template_args(template_args), cache=cache, link=tuple(link_files),
-                  cooperative=cooperative)
-    program = _C.Program(source, filename, opts, std)
-    names = program.kernel_names
-    if name is not None:
-        program.params(name)  # raises ValueError naming the kernels that exist
-        return Kernel(program, name, config, extensions)
-    if not names:
-        raise ValueError("source defines no __global__ function")
-    if len(names) == 1:
-        return Kernel(program, names[0], config, extensions)
-    return KernelModule(program, config, extensions)
+    return link_files

@@ -43,26 +43,24 @@ class Kernel(_Launch, _Scriptable):
     ``kernel[grid, block, stream, shared_mem]``; ``grid`` and ``block`` are ints or tuples of
     up to three ints."""
 
-    def __init__(self, program, name: str, options: dict, extensions: Sequence = ()):
-        self._setup(program, name, options, extensions)
-        # The kernel's TorchScript object (torch.classes.cudajit.Kernel) owns the dispatcher:
-        # eager launches, torch.compile graphs and scripted modules share compiled code.
-        self._script_object = _C.kernel_object(
-            program, name, list(options["options"]), options["std"], options["debug"],
-            options["lineinfo"], options["template_args"], options.get("cache", True),
-            list(options.get("link", ())), {None: -1, False: 0, True: 1}[options.get("cooperative")])
+    def __init__(self, definition, extensions: Sequence = ()):
+        """A kernel of a ``_C.KernelDefinition`` (``jit`` makes them)."""
+        self._setup(definition, extensions)
+        # The kernel's TorchScript object (torch.classes.cudajit.Kernel) holds the same
+        # definition and owns the dispatcher: eager launches, torch.compile graphs and scripted
+        # modules share compiled code.
+        self._script_object = definition.script_object()
         self._core = _C.dispatcher_of(self._script_object)
         # torch.jit.script types a Kernel attribute of a module as the script class (cheap, and
         # repeated because torch.jit's registry can be cleared).
         torch.jit._state._script_classes[Kernel] = self._script_object._type()
 
-    def _setup(self, program, name: str, options: dict, extensions: Sequence) -> None:
-        """What every kernel has besides its dispatcher (_core)."""
-        self._program = program
-        self._options = dict(options)
-        self._name = name
-        params = program.params(name)
-        self._params = tuple(Parameter(**p) for p in params)
+    def _setup(self, definition, extensions: Sequence) -> None:
+        """What every kernel has besides its dispatcher (_core): all of it read from the
+        definition, which computed each parameter's binding once."""
+        self._definition = definition
+        self._name = definition.name
+        self._params = tuple(Parameter(**p) for p in definition.params)
         self._occupancy_warned: set = set()
         for ext in extensions:
             if not hasattr(ext, "prepare_args"):
@@ -92,11 +90,17 @@ class Kernel(_Launch, _Scriptable):
 
     @property
     def source(self) -> str:
-        return self._program.source
+        return self._definition.source
 
     @property
     def is_template(self) -> bool:
-        return self._program.is_template(self._name)
+        return self._definition.is_template
+
+    @property
+    def options(self) -> dict:
+        """The options the kernel was created with, as ``jit`` read them: NVRTC options, C++
+        standard, debug, lineinfo, template arguments, cache, link files and cooperative."""
+        return self._definition.options
 
     def _param_at(self, i):
         return self._params[i] if i < len(self._params) else None
@@ -155,10 +159,13 @@ class Kernel(_Launch, _Scriptable):
                 arguments or a dict of keyword arguments. With ``arch`` the tensors may be on
                 any device (meta tensors cost nothing).
             arch: the target architecture (90, "sm_90" or (9, 0)); default: the current GPU.
-            workers: parallel compiles (default: one per CPU, at most one per entry).
+            workers: parallel compiles (default: one per CPU, at most one per entry). The
+                entries are split into one batch per worker, and a batch compiles as one NVRTC
+                program, whose entries share the parse of the source and its headers.
             processes: compile in forked worker processes (default where fork exists). NVRTC
                 stops scaling at a few threads per process; processes keep scaling. Results
-                come back to this process either way, and go to the disk cache.
+                come back to this process either way, and go to the disk cache, where each
+                entry is found alone.
             progress: draw a progress bar on stderr (default: for 8 or more entries when
                 stderr is a terminal).
         Returns the CompiledKernel of each entry, in order. If some entries fail, all the
@@ -212,10 +219,10 @@ class Kernel(_Launch, _Scriptable):
         # same architecture launches without compiling.
         compiled = [(s.key_bytes, s.serialized, hashlib.sha256(s.serialized).hexdigest())
                     for s in self._core.specializations()]
-        # The reflection goes along, so that unpickling runs no front end.
-        return (_rebuild_kernel, (_PICKLE_VERSION, self._program.source, self._program.filename,
-                                  self._name, self._options, self._extensions, compiled,
-                                  self._program.reflection))
+        # The definition's state carries the reflection, so that unpickling runs no front end;
+        # it is the same string the TorchScript object pickles as.
+        return (_rebuild_from_state, (_PICKLE_VERSION, self._definition.state, self._extensions,
+                                      compiled))
 
     def __repr__(self):
         params = ", ".join(f"{p.type} {p.name}" for p in self._params)
@@ -279,9 +286,10 @@ class SpecializedKernel(_Launch):
 class KernelModule:
     """All kernels of a source with several __global__ functions, by name."""
 
-    def __init__(self, program, options, extensions):
-        self._program = program
-        self._kernels = {n: Kernel(program, n, options, extensions) for n in program.kernel_names}
+    def __init__(self, kernels: dict):
+        """The kernels of one source by name, each a definition on the same reflected
+        program (``jit`` makes them)."""
+        self._kernels = dict(kernels)
 
     @property
     def names(self) -> list:
@@ -332,12 +340,25 @@ class KernelModule:
 _PICKLE_VERSION = 3
 
 
+def _rebuild_from_state(version, state, extensions, compiled):
+    return _adopt_pickled(Kernel(_C.KernelDefinition.from_state(state), extensions), version,
+                          compiled)
+
+
 def _rebuild_kernel(version, source, filename, name, options, extensions, compiled, reflection=None):
+    """Pickles written before kernels pickled their definition's state."""
     try:
         program = _C.Program.from_reflection(source, filename, reflection)
     except (TypeError, ValueError):  # pickled before the reflection was kept, or not for this source
         program = _C.Program(source, filename, list(options["options"]), options["std"])
-    kernel = Kernel(program, name, options, extensions)
+    definition = _C.KernelDefinition(
+        program, name, list(options["options"]), options["std"], options["debug"],
+        options["lineinfo"], options["template_args"], options.get("cache", True),
+        list(options.get("link", ())), options.get("cooperative"))
+    return _adopt_pickled(Kernel(definition, extensions), version, compiled)
+
+
+def _adopt_pickled(kernel, version, compiled):
     if version == _PICKLE_VERSION:
         for key, data, digest in compiled:
             # Each specialization is checked against the kernel (key, target, instantiation,
@@ -345,7 +366,7 @@ def _rebuild_kernel(version, source, filename, name, options, extensions, compil
             try:
                 kernel._core.adopt_key(key, data, digest)
             except ValueError as e:
-                warnings.warn(f"{e} It is compiled again when launched.", RuntimeWarning, stacklevel=2)
+                warnings.warn(f"{e} It is compiled again when launched.", RuntimeWarning, stacklevel=3)
     return kernel
 
 
@@ -354,10 +375,7 @@ def _rebuild_specialized(kernel, key):
 
 
 def _rebuild_module(kernels):
-    module = KernelModule.__new__(KernelModule)
-    module._program = kernels[0]._program if kernels else None
-    module._kernels = {k.name: k for k in kernels}
-    return module
+    return KernelModule({k.name: k for k in kernels})
 
 
 class _Missing:

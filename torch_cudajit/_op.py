@@ -77,48 +77,9 @@ class _OpLauncher:
                     continue
                 role = "scalar"
             if role == "scalar":
-                if isinstance(value, torch.Tensor):
-                    # A 0-d floating-point CPU tensor is read as a float when the op runs; under
-                    # torch.compile it stays a graph input, so new values (a learning rate kept
-                    # in a tensor) never recompile.
-                    if value.dim() != 0 or not value.is_floating_point() or value.device.type != "cpu":
-                        raise TypeError(
-                            f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a number "
-                            f"on the op path (torch.compile, TorchScript), or a 0-d floating-point "
-                            f"CPU tensor; got a {value.dtype} tensor of shape {tuple(value.shape)} "
-                            f"on {value.device}")
-                    kinds.append("f")
-                    floats.append(0.0)
-                    scalar_tensors.append(value)
-                    continue
-                if not isinstance(value, (int, float, bool, complex)):
-                    raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
-                                    f"number on the op path (torch.compile, TorchScript); got "
-                                    f"{type(value).__name__}")
-                # A float torch.compile made symbolic (one it saw change) reaches the graph as a
-                # 0-d tensor computed from it, with a placeholder in `floats`: that keeps it a
-                # graph input, where in `floats` it would be specialized and each new value (a
-                # learning rate) would recompile. Constants and symbolic ints stay in the lists.
-                tensor = None
-                if isinstance(value, bool):
-                    kinds.append("b")
-                    ints.append(int(value))
-                elif isinstance(value, int):
-                    if not isinstance(value, torch.SymInt) and value < -(1 << 62):
-                        raise ValueError(f"parameter '{k._params[i].name}' of kernel '{k.name}': "
-                                         f"the op path takes ints from -2^62 up, got {value}; "
-                                         f"pass such a value as a float, or in a tensor")
-                    kinds.append("i")
-                    ints.append(value)
-                elif isinstance(value, complex):
-                    kinds.append("c")
-                    floats += [value.real, value.imag]
-                else:
-                    kinds.append("f")
-                    if compiling and not _symbolic_shapes.has_static_value(value):
-                        tensor = torch.zeros((), dtype=torch.float64, device="cpu") + value
-                        value = 0.0
-                    floats.append(value)
+                kind, values, tensor = _op_number(k, i, value, compiling)
+                kinds.append(kind)
+                (ints if kind in "ib" else floats).extend(values)
                 scalar_tensors.append(tensor)
             elif not isinstance(value, torch.Tensor):
                 raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
@@ -134,3 +95,37 @@ class _OpLauncher:
                                          outs[4:], ins, ints, floats, "".join(kinds), self._grid,
                                          self._block, self._shared_mem, scalar_tensors)
 
+
+def _op_number(k: "Kernel", i: int, value, compiling: bool):
+    """A number parameter's value as the op takes it: (kind, values for `ints` or `floats`,
+    the tensor for scalar_tensors or None)."""
+    if isinstance(value, torch.Tensor):
+        # A 0-d floating-point CPU tensor is read as a float when the op runs; under
+        # torch.compile it stays a graph input, so new values (a learning rate kept in a tensor)
+        # never recompile.
+        if value.dim() != 0 or not value.is_floating_point() or value.device.type != "cpu":
+            raise TypeError(
+                f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a number on the op "
+                f"path (torch.compile, TorchScript), or a 0-d floating-point CPU tensor; got a "
+                f"{value.dtype} tensor of shape {tuple(value.shape)} on {value.device}")
+        return "f", [0.0], value
+    if not isinstance(value, (int, float, bool, complex)):
+        raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a number on "
+                        f"the op path (torch.compile, TorchScript); got {type(value).__name__}")
+    if isinstance(value, bool):
+        return "b", [int(value)], None
+    if isinstance(value, int):
+        if not isinstance(value, torch.SymInt) and value < -(1 << 62):
+            raise ValueError(f"parameter '{k._params[i].name}' of kernel '{k.name}': the op path "
+                             f"takes ints from -2^62 up, got {value}; pass such a value as a "
+                             f"float, or in a tensor")
+        return "i", [value], None
+    if isinstance(value, complex):
+        return "c", [value.real, value.imag], None
+    # A float torch.compile made symbolic (one it saw change) reaches the graph as a 0-d tensor
+    # computed from it, with a placeholder in `floats`: that keeps it a graph input, where in
+    # `floats` it would be specialized and each new value (a learning rate) would recompile.
+    # Constants and symbolic ints stay in the lists.
+    if compiling and not _symbolic_shapes.has_static_value(value):
+        return "f", [0.0], torch.zeros((), dtype=torch.float64, device="cpu") + value
+    return "f", [value], None

@@ -18,12 +18,12 @@ class PrebuiltKernel(Kernel):
 
     def __init__(self, program, name: str, image: bytes, lowered_name: str, cooperative: bool,
                  extensions: Sequence = ()):
-        self._setup(program, name, dict(lowered_name=lowered_name, cooperative=cooperative),
-                    extensions)
+        definition = _C.KernelDefinition.prebuilt(program, name, image, lowered_name, cooperative)
+        self._setup(definition, extensions)
         self._image = image
         self._lowered_name = lowered_name
         self._cooperative = cooperative
-        self._core = _C.Dispatcher.prebuilt(program, name, image, lowered_name, cooperative)
+        self._core = definition.dispatcher()
         self._script_object = None
 
     @property
@@ -55,7 +55,7 @@ class PrebuiltKernel(Kernel):
                         f"nothing to precompile")
 
     def __reduce__(self):
-        return (_rebuild_prebuilt, (self._image, self._program.source, self._name,
+        return (_rebuild_prebuilt, (self._image, self._definition.source, self._name,
                                     self._lowered_name, self._cooperative, self._extensions))
 
     def __repr__(self):
@@ -147,7 +147,7 @@ def load(image, declaration: str, *, name: str | None = None, lowered_name: str 
                              f"pass name= one of them")
         name = names[0]
     else:
-        program.params(name)  # raises ValueError naming the kernels that exist
+        program.require_kernel(name)  # raises ValueError naming the kernels that exist
     if lowered_name is None:
         lowered_name = _kernel_symbol(data, name)
     return PrebuiltKernel(program, name, data, lowered_name, cooperative, extensions)

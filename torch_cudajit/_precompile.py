@@ -1,15 +1,18 @@
 """Parallel compiles for Kernel.precompile, with a progress bar.
 
-NVRTC compiles in one process stop scaling after a few threads (measured on a 16-CPU H200
-host: 32 compiles take 0.42 s on 4 threads and 0.67 s on 8, but 0.22 s in 16 processes), so
-the default runs worker processes. They are forked once and kept for the life of the process
-(forking a process that holds torch and CUDA costs tens of milliseconds per worker, which a
-container warm-up calling precompile for many kernels would pay again and again).
+The entries are split into one batch per worker. A batch compiles as one NVRTC program, so
+its entries share the parse of the source and its headers, which costs most of a compile; the
+disk cache stores the batch once, with a reference under each entry's own key, so a later
+process finds every entry alone. Batches run in worker processes where fork exists: NVRTC
+compiles in one process stop scaling after a few threads, processes keep scaling. The workers
+are forked once and kept for the life of the process (forking a process that holds torch and
+CUDA is not free, and a container warm-up may call precompile for many kernels).
 
 A worker only compiles (NVRTC, the disk cache) and never touches CUDA: it receives the
-kernel's definition, the arguments as meta tensors and numbers, the architecture and the
-cache settings, and sends the serialized compile back; this process adopts it. An entry a
-worker cannot compile is compiled again here, so that its error is raised with all its
+kernel's definition (its state, reflection included, so it runs no front end), the arguments
+as meta tensors and numbers, the architecture and the cache settings, and sends the serialized
+compile back; this process adopts it. A batch that fails is compiled again here entry by
+entry, so that the good entries still compile and the first error is raised with all its
 detail; a worker that dies breaks the pool, which is then made anew."""
 from __future__ import annotations
 
@@ -59,28 +62,26 @@ def _portable(value):
     return value
 
 
-def _compile_in_worker(definition, args, arch, cache_settings):
+def _compile_in_worker(definition, args_list, arch, cache_settings):
+    """Compiles one batch (a list of argument tuples) in a worker: (programs, entries) as
+    Dispatcher.compile_serialized returns them, or (None, None) when it fails."""
     from ._loader import _C
     from ._kernel import Kernel
     try:
         _C.cache_configure(*cache_settings)
         kernel = _WORKER_KERNELS.get(definition)
         if kernel is None:
-            source, filename, name, options = definition
-            options = dict(options)
-            program = _C.Program(source, filename, list(options["options"]), options["std"])
-            kernel = Kernel(program, name, options, ())
+            # The state carries the reflection: a worker runs no front end.
+            kernel = Kernel(_C.KernelDefinition.from_state(definition), ())
             _WORKER_KERNELS[definition] = kernel
-        return kernel._core.compile_serialized(args, arch)
+        return kernel._core.compile_serialized(list(args_list), arch)
     except BaseException:  # the parent compiles it again and raises the real error
-        return None, 0
+        return None, None
 
 
 def _definition(kernel):
-    def frozen(v):
-        return tuple(frozen(x) for x in v) if isinstance(v, (list, tuple)) else v
-    options = tuple(sorted((k, frozen(v)) for k, v in kernel._options.items()))
-    return (kernel.source, kernel._program.filename, kernel.name, options)
+    """What a worker rebuilds the kernel from: its definition's state (bytes)."""
+    return kernel._definition.state
 
 
 class _Bar:
@@ -90,9 +91,9 @@ class _Bar:
         self.lock = threading.Lock()
         self.draw()
 
-    def step(self):
+    def step(self, count: int = 1):
         with self.lock:
-            self.done += 1
+            self.done += count
             self.draw()
 
     def draw(self):
@@ -133,41 +134,74 @@ def run_parallel(kernel, bound, arch: int, *, workers=None, processes=None, prog
         finally:
             bar.step()
 
-    todo = [i for i, args in enumerate(bound) if not core.is_compiled(args, arch)]
-    if processes and workers > 1 and len(todo) > 1:
-        definition = _definition(kernel)
-        settings = _C.cache_settings()
-        cache_settings = (settings["enabled"], settings["dir"], settings["max_bytes"])
-        pool = _pool(workers)
+    def batch_in_process(group):
+        # One NVRTC program for the group; a failure leaves its entries to be compiled alone.
         try:
-            futures = {pool.submit(_compile_in_worker, definition,
-                                   tuple(_portable(a) for a in bound[i]), arch, cache_settings): i
-                       for i in todo}
-            for future in as_completed(futures):
-                data, outcome = future.result()
-                if data is not None:
-                    core.adopt_serialized(bound[futures[future]], arch, data, outcome)
-                    bar.step()
-        except BrokenProcessPool:
-            _drop_pool(pool)
-        # Entries a worker could not compile (errors) run here, to raise with full detail.
-        leftover = [i for i in todo if not core.is_compiled(bound[i], arch)]
-        bar.done = len(bound) - len(leftover)
-        results = {}
-        errors = []
-        for i in leftover:
-            try:
-                results[i] = in_process(bound[i])
-            except Exception as e:  # noqa: BLE001 - re-raised below
-                errors.append(e)
-        if errors:
-            raise errors[0]
-        return [results[i] if i in results else core.compile(args, arch)
-                for i, args in enumerate(bound)]
+            core.compile_many([bound[i] for i in group], arch)
+            bar.step(len(group))
+        except Exception:  # noqa: BLE001 - each entry is compiled (and raises) alone below
+            pass
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(in_process, args) for args in bound]
-    errors = [f.exception() for f in futures if f.exception() is not None]
+    todo = [i for i, args in enumerate(bound) if not core.is_compiled(args, arch)]
+    # One batch per worker: a batch shares one header parse among its entries, while the
+    # batches run in parallel.
+    groups = _batches(todo, workers)
+    if processes and len(groups) > 1:
+        _batches_in_workers(kernel, bound, groups, arch, workers, bar)
+    elif len(groups) > 1:
+        with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+            list(pool.map(batch_in_process, groups))
+    elif groups:
+        batch_in_process(groups[0])
+    # Entries no batch compiled (errors) run alone here, to raise with full detail; the others
+    # still compile.
+    leftover = [i for i in todo if not core.is_compiled(bound[i], arch)]
+    bar.done = len(bound) - len(leftover)
+    results = {}
+    errors = []
+    for i in leftover:
+        try:
+            results[i] = in_process(bound[i])
+        except Exception as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
     if errors:
         raise errors[0]
-    return [f.result() for f in futures]
+    return [results[i] if i in results else core.compile(args, arch)
+            for i, args in enumerate(bound)]
+
+
+def _batches_in_workers(kernel, bound, groups, arch: int, workers: int, bar) -> None:
+    """Compiles each batch in a worker process and adopts what comes back; a batch that fails
+    is left uncompiled (its entries then compile here, alone)."""
+    core = kernel._core
+    definition = _definition(kernel)
+    settings = _C.cache_settings()
+    cache_settings = (settings["enabled"], settings["dir"], settings["max_bytes"])
+    pool = _pool(workers)
+    try:
+        futures = {pool.submit(_compile_in_worker, definition,
+                               [tuple(_portable(a) for a in bound[i]) for i in group], arch,
+                               cache_settings): group
+                   for group in groups}
+        for future in as_completed(futures):
+            programs, entries = future.result()
+            if programs is not None:
+                group = futures[future]
+                core.adopt_serialized([bound[i] for i in group], arch, programs, entries)
+                bar.step(len(group))
+    except BrokenProcessPool:
+        _drop_pool(pool)
+
+
+def _batches(indices: list, workers: int) -> list:
+    """`indices` in at most `workers` batches of nearly equal size, in order."""
+    n = min(workers, len(indices))
+    if n == 0:
+        return []
+    size, extra = divmod(len(indices), n)
+    out, start = [], 0
+    for b in range(n):
+        end = start + size + (b < extra)
+        out.append(indices[start:end])
+        start = end
+    return out

@@ -2,8 +2,8 @@
 // parameters (see kernel_object.h).
 #include "kernel_object.h"
 
-#include "../serialize.h"
-#include "../sha256.h"
+#include "op_call.h"
+
 
 #include <torch/custom_class.h>
 
@@ -33,111 +33,18 @@ std::vector<c10::IValue> values_of(const c10::IValue& v, const std::string& kern
 
 }  // namespace
 
-KernelObject::KernelObject(std::shared_ptr<const Program> program, std::string name,
-                           std::vector<std::string> options, std::string std, bool debug,
-                           bool lineinfo, std::string template_args, bool cache,
-                           std::vector<std::string> link, int64_t cooperative)
-    : program_(std::move(program)),
-      name_(std::move(name)),
-      std_(std::move(std)),
-      template_args_(std::move(template_args)),
-      options_(std::move(options)),
-      link_(std::move(link)),
-      debug_(debug),
-      lineinfo_(lineinfo),
-      cache_(cache),
-      cooperative_(cooperative) {
-  KernelOptions o;
-  o.compile.extra = options_;
-  o.compile.std = std_;
-  o.compile.debug = debug_;
-  o.compile.lineinfo = lineinfo_;
-  o.template_args = template_args_;
-  o.cache = cache_;
-  o.compile.link = link_;
-  o.cooperative = static_cast<int>(cooperative_);
-  dispatcher_ = std::make_shared<Dispatcher>(program_, name_, o);
-  for (const Param& p : dispatcher_->decl().params) roles_.push_back(param_role(p));
-  Sha256 h;
-  // The program's digest stands for its source and file name (hashed once per program).
-  h.field(program_->digest()).field(name_).field(std_).field(template_args_);
-  h.field(debug_ ? "debug" : "").field(lineinfo_ ? "lineinfo" : "");
-  h.field(std::to_string(cooperative_));
-  for (const auto& opt : options_) h.field(opt);
-  for (const auto& file : link_) h.field("link").field(file);
-  fingerprint_ = h.hex_digest().substr(0, 16);
-}
+KernelObject::KernelObject(std::shared_ptr<const KernelDefinition> definition)
+    : def_(std::move(definition)), dispatcher_(std::make_shared<Dispatcher>(def_)) {}
 
-KernelObject::KernelObject(std::string source, std::string name, std::vector<std::string> options,
-                           std::string std, bool debug, bool lineinfo, std::string template_args,
-                           bool cache, std::vector<std::string> link, std::string filename,
-                           int64_t cooperative)
-    : KernelObject(std::make_shared<const Program>(std::move(source), std::move(filename), options,
-                                                   std),
-                   std::move(name), std::move(options), std::move(std), debug, lineinfo,
-                   std::move(template_args), cache, std::move(link), cooperative) {}
+KernelObject::KernelObject(std::string source, const std::string& name, KernelOptions options,
+                           std::string filename)
+    : KernelObject(KernelDefinition::from_source(std::move(source), name, std::move(options),
+                                                 std::move(filename))) {}
 
-namespace {
-std::shared_ptr<const Program> program_of(const KernelObject::State& s) {
-  if (!std::get<11>(s).empty())
-    return Program::from_reflection(std::get<0>(s), std::get<9>(s), std::get<11>(s));
-  return std::make_shared<const Program>(std::get<0>(s), std::get<9>(s), std::get<2>(s),
-                                         std::get<3>(s));
-}
-}  // namespace
-
-KernelObject::KernelObject(const State& s)
-    : KernelObject(program_of(s), std::get<1>(s), std::get<2>(s), std::get<3>(s), std::get<4>(s),
-                   std::get<5>(s), std::get<6>(s), std::get<7>(s), std::get<8>(s),
-                   std::get<10>(s)) {}
-
-KernelObject::State KernelObject::state() const {
-  return State(program_->source(), name_, options_, std_, debug_, lineinfo_, template_args_,
-               cache_, link_, program_->filename(), cooperative_, program_->reflection());
-}
-
-namespace {
-constexpr const char* kStateFormat = "torch_cudajit kernel 1";
-constexpr const char* kStateWhat = "a pickled cudajit.Kernel";
-}  // namespace
-
-std::string KernelObject::encode(const State& s) {
-  detail::Writer w;
-  w << std::string(kStateFormat) << std::get<0>(s) << std::get<1>(s) << std::get<2>(s).size();
-  for (const auto& o : std::get<2>(s)) w << o;
-  w << std::get<3>(s) << std::get<4>(s) << std::get<5>(s) << std::get<6>(s) << std::get<7>(s)
-    << std::get<8>(s).size();
-  for (const auto& f : std::get<8>(s)) w << f;
-  w << std::get<9>(s) << std::to_string(std::get<10>(s)) << std::get<11>(s);
-  return w.take();
-}
+KernelObject::KernelObject(const State& s) : KernelObject(KernelDefinition::from_state(s)) {}
 
 KernelObject::State KernelObject::state_from(const c10::IValue& pickled) {
-  if (pickled.isString()) {
-    detail::Reader r(pickled.toStringRef(), kStateWhat);
-    const std::string format = r.text();
-    TORCH_CHECK_VALUE(format == kStateFormat, "torch_cudajit: ", kStateWhat, " has the format '",
-                      format, "', expected '", kStateFormat, "'; it is damaged or from a newer "
-                      "torch_cudajit.");
-    State s;
-    std::get<0>(s) = r.text();
-    std::get<1>(s) = r.text();
-    std::get<2>(s).resize(r.number());
-    for (auto& o : std::get<2>(s)) o = r.text();
-    std::get<3>(s) = r.text();
-    std::get<4>(s) = r.flag();
-    std::get<5>(s) = r.flag();
-    std::get<6>(s) = r.text();
-    std::get<7>(s) = r.flag();
-    std::get<8>(s).resize(r.number());
-    for (auto& f : std::get<8>(s)) f = r.text();
-    std::get<9>(s) = r.text();
-    std::get<10>(s) = std::stoll(r.text());
-    std::get<11>(s) = r.text();
-    TORCH_CHECK_VALUE(r.done(), "torch_cudajit: ", kStateWhat, " has trailing bytes; it is "
-                      "damaged.");
-    return s;
-  }
+  if (pickled.isString()) return KernelDefinition::decode(pickled.toStringRef());
   TORCH_CHECK_VALUE(pickled.isTuple(), "torch_cudajit: a pickled cudajit.Kernel holds a ",
                     pickled.tagKind(), ", expected a string (or a tuple); the archive is damaged.");
   const auto& f = pickled.toTupleRef().elements();
@@ -152,19 +59,6 @@ KernelObject::State KernelObject::state_from(const c10::IValue& pickled) {
   return State(f[0].toStringRef(), f[1].toStringRef(), strings(f[2]), f[3].toStringRef(),
                f[4].toBool(), f[5].toBool(), f[6].toStringRef(), f[7].toBool(), strings(f[8]),
                f[9].toStringRef(), f[10].toInt(), f.size() == 12 ? f[11].toStringRef() : "");
-}
-
-std::string KernelObject::describe_params() const {
-  std::ostringstream os;
-  const auto& params = dispatcher_->decl().params;
-  for (size_t i = 0; i < params.size(); ++i)
-    os << "\n  " << params[i].type << " " << params[i].name << " ("
-       << (roles_[i] == ParamRole::kOutput  ? "output: written"
-           : roles_[i] == ParamRole::kInput ? "input: const, read only"
-           : roles_[i] == ParamRole::kAuto  ? "auto: a number, or a tensor it writes"
-                                            : "number")
-       << ")";
-  return os.str();
 }
 
 namespace {
@@ -203,25 +97,28 @@ void OpNumbers::add(const c10::Scalar& s) {
   }
 }
 
-void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,
-                          at::TensorList inputs, c10::IntArrayRef ints, c10::ArrayRef<double> floats,
-                          c10::string_view kinds, c10::IntArrayRef grid, c10::IntArrayRef block,
-                          int64_t shared_mem, const ScalarTensors& scalar_tensors) {
-  Arg args[kMaxParams];
+namespace {
+
+// The op's tensors and numbers checked against the kernel's parameters: the output slots filled
+// in order, and as many outputs, inputs and numbers as the parameters' roles ask for.
+void check_op_arguments(const KernelObject& k, const std::optional<at::Tensor>* const* slots,
+                        at::TensorList more_outputs, at::TensorList inputs,
+                        c10::string_view kinds, const ScalarTensors& scalar_tensors) {
+  const std::string& name = k.name();
   // Outputs fill the slots in order; a gap (None before a tensor) would shift parameters.
   size_t n_slots = 0;
   while (n_slots < kOpOutputSlots && slots[n_slots]->has_value()) ++n_slots;
   for (size_t i = n_slots; i < kOpOutputSlots; ++i)
-    TORCH_CHECK_VALUE(!slots[i]->has_value(), "torch_cudajit: cudajit::launch of kernel '", name_,
+    TORCH_CHECK_VALUE(!slots[i]->has_value(), "torch_cudajit: cudajit::launch of kernel '", name,
                       "': out", i, " is given but out", n_slots,
                       " is None; fill the output slots in order.");
   TORCH_CHECK_VALUE(more_outputs.empty() || n_slots == kOpOutputSlots,
-                    "torch_cudajit: cudajit::launch of kernel '", name_,
+                    "torch_cudajit: cudajit::launch of kernel '", name,
                     "': more_outputs is used before out0..out3 are all given.");
   // Values are the number and `auto` parameters, one kind each; a tensor given to an `auto`
   // parameter ('t') counts with the outputs.
   size_t n_out = 0, n_in = 0, n_values = 0;
-  for (ParamRole r : roles_) {
+  for (ParamRole r : k.roles()) {
     if (r == ParamRole::kOutput) {
       ++n_out;
     } else if (r == ParamRole::kInput) {
@@ -233,18 +130,46 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
   }
   const size_t got_out = n_slots + more_outputs.size();
   TORCH_CHECK_VALUE(got_out == n_out && inputs.size() == n_in && kinds.size() == n_values,
-                    "torch_cudajit: cudajit::launch of kernel '", name_, "' got ", got_out,
+                    "torch_cudajit: cudajit::launch of kernel '", name, "' got ", got_out,
                     " output tensor(s), ", inputs.size(), " input tensor(s) and ", kinds.size(),
                     " number(s); the kernel takes ", n_out, ", ", n_in, " and ", n_values,
-                    ". Its parameters:", describe_params());
+                    ". Its parameters:", k.describe_params());
   TORCH_CHECK_VALUE(!scalar_tensors || scalar_tensors->size() == kinds.size(),
-                    "torch_cudajit: cudajit::launch of kernel '", name_, "': scalar_tensors has ",
+                    "torch_cudajit: cudajit::launch of kernel '", name, "': scalar_tensors has ",
                     scalar_tensors ? scalar_tensors->size() : 0, " entries; it must be None or "
                     "have one per number (", kinds.size(), ").");
+}
+
+// The launch configuration of the op's grid, block and shared memory; block [0] is a forall
+// launch of grid[0] tasks.
+LaunchConfig op_config(c10::IntArrayRef grid, c10::IntArrayRef block, int64_t shared_mem,
+                       const std::string& name) {
+  LaunchConfig cfg;
+  if (block.size() == 1 && block[0] == 0) {
+    TORCH_CHECK_VALUE(grid.size() == 1 && grid[0] >= 1, "torch_cudajit: a forall launch of "
+                      "kernel '", name, "' (block [0]) takes grid [ntasks] with ntasks >= 1, "
+                      "got ", grid, ".");
+    cfg.forall_tasks = grid[0];
+  } else {
+    cfg.grid = dims3(grid, "grid", name);
+    cfg.block = dims3(block, "block", name);
+  }
+  cfg.shared_mem = shared_mem;
+  return cfg;
+}
+
+}  // namespace
+
+void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::TensorList more_outputs,
+                          at::TensorList inputs, c10::IntArrayRef ints, c10::ArrayRef<double> floats,
+                          c10::string_view kinds, c10::IntArrayRef grid, c10::IntArrayRef block,
+                          int64_t shared_mem, const ScalarTensors& scalar_tensors) {
+  check_op_arguments(*this, slots, more_outputs, inputs, kinds, scalar_tensors);
+  Arg args[kMaxParams];
   size_t o = 0, in = 0, j = 0, next_int = 0, next_float = 0;
   // The next value of `ints` or `floats` (`need` of them) for number j, checked to exist.
   auto take = [&](size_t& next, size_t size, size_t need, const char* list) {
-    TORCH_CHECK_VALUE(next + need <= size, "torch_cudajit: cudajit::launch of kernel '", name_,
+    TORCH_CHECK_VALUE(next + need <= size, "torch_cudajit: cudajit::launch of kernel '", name(),
                       "': kinds '", kinds, "' needs more entries in ", list, " than its ", size,
                       ".");
     next += need;
@@ -261,19 +186,19 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
     }
   };
   const auto& params = dispatcher_->decl().params;
-  for (size_t i = 0; i < roles_.size(); ++i) {
-    const ParamRole role = roles_[i];
+  for (size_t i = 0; i < roles().size(); ++i) {
+    const ParamRole role = roles()[i];
     if (role == ParamRole::kOutput || role == ParamRole::kInput) {
       bind_tensor(args[i], role == ParamRole::kOutput);
       continue;
     }
     const char kind = kinds[j];
     const std::optional<at::Tensor> t = scalar_tensors ? scalar_tensors->get(j) : std::nullopt;
-    TORCH_CHECK_VALUE(!t || kind == 'f', "torch_cudajit: cudajit::launch of kernel '", name_,
+    TORCH_CHECK_VALUE(!t || kind == 'f', "torch_cudajit: cudajit::launch of kernel '", name(),
                       "': scalar_tensors[", j, "] is given for a number of kind '", kind,
                       "'; only floats ('f') come as tensors.");
     if (kind == 't') {
-      TORCH_CHECK_VALUE(role == ParamRole::kAuto, "torch_cudajit: cudajit::launch of kernel '", name_,
+      TORCH_CHECK_VALUE(role == ParamRole::kAuto, "torch_cudajit: cudajit::launch of kernel '", name(),
                         "': kinds[", j, "] is 't' (a tensor) for parameter '", params[i].name,
                         "', which takes a number; 't' is for auto parameters.");
       bind_tensor(args[i], /*written=*/true);
@@ -282,33 +207,22 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
       args[i] = scalar_arg(kind == 'b' ? c10::Scalar(v != 0) : c10::Scalar(v));
     } else if (kind == 'f') {
       const double v = floats[take(next_float, floats.size(), 1, "floats")];
-      args[i] = scalar_arg(t ? scalar_of(*t, j, name_) : c10::Scalar(v));
+      args[i] = scalar_arg(t ? scalar_of(*t, j, name()) : c10::Scalar(v));
     } else if (kind == 'c') {
       const size_t at = take(next_float, floats.size(), 2, "floats");
       args[i] = scalar_arg(c10::Scalar(c10::complex<double>(floats[at], floats[at + 1])));
     } else {
-      TORCH_CHECK_VALUE(false, "torch_cudajit: cudajit::launch of kernel '", name_, "': kinds[",
+      TORCH_CHECK_VALUE(false, "torch_cudajit: cudajit::launch of kernel '", name(), "': kinds[",
                         j, "] is '", kind, "'; expected 'i', 'b', 'f' or 'c' (or 't' for an "
                         "auto parameter given a tensor).");
     }
     ++j;
   }
   TORCH_CHECK_VALUE(next_int == ints.size() && next_float == floats.size(),
-                    "torch_cudajit: cudajit::launch of kernel '", name_, "': kinds '", kinds,
+                    "torch_cudajit: cudajit::launch of kernel '", name(), "': kinds '", kinds,
                     "' uses ", next_int, " of the ", ints.size(), " ints and ", next_float,
                     " of the ", floats.size(), " floats given.");
-  LaunchConfig cfg;
-  if (block.size() == 1 && block[0] == 0) {
-    TORCH_CHECK_VALUE(grid.size() == 1 && grid[0] >= 1, "torch_cudajit: a forall launch of "
-                      "kernel '", name_, "' (block [0]) takes grid [ntasks] with ntasks >= 1, "
-                      "got ", grid, ".");
-    cfg.forall_tasks = grid[0];
-  } else {
-    cfg.grid = dims3(grid, "grid", name_);
-    cfg.block = dims3(block, "block", name_);
-  }
-  cfg.shared_mem = shared_mem;
-  dispatcher_->launch(args, roles_.size(), cfg);
+  dispatcher_->launch(args, roles().size(), op_config(grid, block, shared_mem, name()));
 }
 
 void launch_values_through_op(const c10::intrusive_ptr<KernelObject>& kernel,
@@ -324,40 +238,26 @@ void launch_values_through_op(const c10::intrusive_ptr<KernelObject>& kernel,
                     " tensor(s) and ", roles.size() - n_tensors, " number(s), in parameter "
                     "order; got ", tensors.size(), " tensor(s) and ", values.size(),
                     " number(s). Its parameters:", kernel->describe_params());
-  std::optional<at::Tensor> slots[kOpOutputSlots];
-  c10::SmallVector<at::Tensor, 4> more, inputs;
-  OpNumbers numbers;
-  size_t n_out = 0, t = 0, v = 0;
-  auto place = [&](const at::Tensor& x, bool written) {
-    if (!written) inputs.push_back(x);
-    else if (n_out < kOpOutputSlots) slots[n_out++] = x;
-    else more.push_back(x);
-  };
+  OpCall call(kernel);
+  size_t t = 0, v = 0;
   for (size_t i = 0; i < roles.size(); ++i) {
-    const ParamRole r = roles[i];
-    if (r == ParamRole::kOutput || r == ParamRole::kInput) {
-      place(tensors[t++], r == ParamRole::kOutput);
+    if (roles[i] == ParamRole::kOutput || roles[i] == ParamRole::kInput) {
+      call.tensor(tensors[t++]);
       continue;
     }
     const c10::IValue& x = values[v];
-    if (x.isTensor() && r == ParamRole::kAuto) {
-      numbers.add_tensor();
-      place(x.toTensor(), /*written=*/true);
-    } else {
-      TORCH_CHECK_TYPE(x.isInt() || x.isDouble() || x.isBool() || x.isComplexDouble(),
-                       "torch_cudajit: kernel '", kernel->name(), "': scalars[", v, "] (parameter '",
-                       params[i].name, "') is a ", x.tagKind(), "; scalars takes numbers (int, "
-                       "float, bool, complex), tensors for auto parameters, and the other "
-                       "tensors go in `tensors`.");
-      numbers.add(x.toScalar());
-    }
+    const bool fits = x.isTensor() ? roles[i] == ParamRole::kAuto || is_host_float(x.toTensor())
+                                   : x.isInt() || x.isDouble() || x.isBool() || x.isComplexDouble();
+    TORCH_CHECK_TYPE(fits, "torch_cudajit: kernel '", kernel->name(), "': scalars[", v,
+                     "] (parameter '", params[i].name, "') is a ", x.tagKind(), "; scalars "
+                     "takes numbers (int, float, bool, complex) and 0-d floating-point CPU "
+                     "tensors for floats, tensors for auto parameters, and the other tensors go "
+                     "in `tensors`.");
+    call.value(x);
     ++v;
   }
-  launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], at::TensorList(more),
-                   at::TensorList(inputs), c10::fromIntArrayRefSlow(numbers.ints),
-                   c10::ArrayRef<double>(numbers.floats), numbers.kinds,
-                   c10::fromIntArrayRefSlow(grid), c10::fromIntArrayRefSlow(block),
-                   c10::SymInt(shared_mem), ScalarTensors());
+  call.launch(c10::fromIntArrayRefSlow(grid), c10::fromIntArrayRefSlow(block),
+              c10::SymInt(shared_mem));
 }
 
 void launch_through_op(const c10::intrusive_ptr<KernelObject>& kernel, c10::IntArrayRef grid,
@@ -371,9 +271,18 @@ void ensure_kernel_class() {
   using KernelPtr = c10::intrusive_ptr<KernelObject>;
   static const bool registered = [] {
     torch::class_<KernelObject>("cudajit", "Kernel")
-        .def(torch::init<std::string, std::string, std::vector<std::string>, std::string, bool,
-                         bool, std::string, bool, std::vector<std::string>, std::string,
-                         int64_t>())
+        // torch.classes.cudajit.Kernel(source, name, options, std, debug, lineinfo,
+        // template_args, cache, link, filename, cooperative): the State's fields but the
+        // reflection, which the front end then reads.
+        .def(torch::init([](std::string source, std::string name, std::vector<std::string> options,
+                            std::string std, bool debug, bool lineinfo, std::string template_args,
+                            bool cache, std::vector<std::string> link, std::string filename,
+                            int64_t cooperative) {
+          return c10::make_intrusive<KernelObject>(KernelObject::State(
+              std::move(source), std::move(name), std::move(options), std::move(std), debug,
+              lineinfo, std::move(template_args), cache, std::move(link), std::move(filename),
+              cooperative, ""));
+        }))
         .def("name", [](const KernelPtr& k) { return k->name(); })
         .def("source", [](const KernelPtr& k) { return k->source(); })
         .def("fingerprint", [](const KernelPtr& k) { return k->fingerprint(); })

@@ -45,44 +45,35 @@ struct OpNumbers {
   void add_tensor() { kinds += 't'; }
 };
 
-/// A kernel as a TorchScript object.
+/// A kernel as a TorchScript object: the Dispatcher of a KernelDefinition, which it shares with
+/// the Python Kernel (and any other holder of the definition).
 class KernelObject : public torch::CustomClassHolder {
  public:
-  /// What pickling keeps: source, name, NVRTC options, C++ standard, debug, lineinfo,
-  /// explicit template arguments, use of the disk cache, files linked in, source file name,
-  /// cooperative launch (-1: detected from the source, 0/1: forced), and the source's
-  /// reflection (serialize_kernels), so that loading runs no front end. Archives written
-  /// before the reflection was kept (11 fields) still load; their source is read again.
-  using State = std::tuple<std::string, std::string, std::vector<std::string>, std::string, bool,
-                           bool, std::string, bool, std::vector<std::string>, std::string, int64_t,
-                           std::string>;
+  /// What pickling keeps (KernelDefinition::State). Archives written before the reflection was
+  /// kept (11 fields) still load; their source is read again.
+  using State = KernelDefinition::State;
 
-  /// A kernel of a reflected program, shared with the other kernels of the same source: a
-  /// module of N kernels reflects its source once.
-  KernelObject(std::shared_ptr<const Program> program, std::string name,
-               std::vector<std::string> options, std::string std, bool debug, bool lineinfo,
-               std::string template_args, bool cache, std::vector<std::string> link,
-               int64_t cooperative);
-  KernelObject(std::string source, std::string name, std::vector<std::string> options,
-               std::string std, bool debug, bool lineinfo, std::string template_args,
-               bool cache, std::vector<std::string> link, std::string filename,
-               int64_t cooperative);
+  explicit KernelObject(std::shared_ptr<const KernelDefinition> definition);
+  /// A new definition: the kernel `name` of `source`, read with the options' preprocessor flags.
+  KernelObject(std::string source, const std::string& name, KernelOptions options,
+               std::string filename = "kernel.cu");
   explicit KernelObject(const State& state);
-  /// What the object pickles as: the State in one string (serialize.h). One string, not a
-  /// tuple, because torch.compile and torch.export copy the object through Python, which cannot
-  /// type the tuple's empty lists.
-  static std::string encode(const State& state);
+  /// What the object pickles as: the State in one string (KernelDefinition::encode). One
+  /// string, not a tuple, because torch.compile and torch.export copy the object through
+  /// Python, which cannot type the tuple's empty lists.
+  static std::string encode(const State& state) { return KernelDefinition::encode(state); }
   /// The State of a pickled object: encode()'s string, or a tuple of 12 fields, or of the 11
   /// that came before the reflection was kept.
   static State state_from(const c10::IValue& pickled);
 
-  State state() const;
-  const std::string& name() const { return name_; }
-  const std::string& source() const { return program_->source(); }
-  /// 16 hex characters of SHA-256 over the state: equal kernels have equal fingerprints.
-  const std::string& fingerprint() const { return fingerprint_; }
+  const KernelDefinition& definition() const { return *def_; }
+  State state() const { return def_->state(); }
+  const std::string& name() const { return def_->name(); }
+  const std::string& source() const { return def_->program().source(); }
+  /// 16 hex characters of SHA-256 over the definition: equal kernels have equal fingerprints.
+  const std::string& fingerprint() const { return def_->fingerprint(); }
   /// The role of each parameter, in declaration order.
-  const std::vector<ParamRole>& roles() const { return roles_; }
+  const std::vector<ParamRole>& roles() const { return def_->roles(); }
   Dispatcher& dispatcher() { return *dispatcher_; }
   /// The Python Kernel shares this dispatcher, so both launch paths share compiled code.
   const std::shared_ptr<Dispatcher>& dispatcher_ptr() const { return dispatcher_; }
@@ -95,16 +86,10 @@ class KernelObject : public torch::CustomClassHolder {
               c10::string_view kinds, c10::IntArrayRef grid, c10::IntArrayRef block,
               int64_t shared_mem, const ScalarTensors& scalar_tensors);
   /// The parameters, one per line, with the role each takes on the op path (for messages).
-  std::string describe_params() const;
+  std::string describe_params() const { return def_->describe_params(); }
 
  private:
-  std::shared_ptr<const Program> program_;
-  std::string name_, std_, template_args_;
-  std::vector<std::string> options_, link_;
-  bool debug_ = false, lineinfo_ = false, cache_ = true;
-  int64_t cooperative_ = -1;
-  std::string fingerprint_;
-  std::vector<ParamRole> roles_;
+  std::shared_ptr<const KernelDefinition> def_;
   std::shared_ptr<Dispatcher> dispatcher_;
 };
 

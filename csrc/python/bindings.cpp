@@ -6,16 +6,15 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cxxabi.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <torch/csrc/jit/python/pybind_utils.h>
 
 #include "../cache.h"
 #include "launchers.h"
 #include "../cuda_api.h"
-#include "../ops/kernel_object.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/SmallVector.h>
@@ -51,18 +50,6 @@ py::dict info_dict(const CacheInfo& i) {
   d["bytes"] = i.bytes;
   d["max_bytes"] = i.max_bytes;
   d["removed"] = i.removed;
-  return d;
-}
-
-py::dict param_dict(const Param& p) {
-  py::dict d;
-  d["name"] = p.name;
-  d["type"] = p.type;
-  d["kind"] = to_string(p.kind);
-  d["is_const"] = p.is_const;
-  d["role"] = to_string(param_role(p));
-  d["element"] = p.element;
-  d["rank"] = p.rank;
   return d;
 }
 
@@ -123,12 +110,8 @@ py::dict spec_dict(const Specialization& s) {
   return d;
 }
 
-}  // namespace
-
-PYBIND11_MODULE(_C, m) {
-  m.doc() = "torch_cudajit C++ core";
-
-  // C++ exceptions with fields become Python exceptions with attributes.
+// C++ exceptions with fields become Python exceptions with attributes.
+void bind_exceptions(py::module_& m) {
   static py::exception<CompileError> compile_error(m, "CompileError", PyExc_RuntimeError);
   static py::exception<KernelAssertionError> assertion_error(m, "KernelAssertionError", PyExc_RuntimeError);
   g_compile_error = compile_error.ptr();
@@ -159,6 +142,10 @@ PYBIND11_MODULE(_C, m) {
     }
   });
 
+}
+
+// The libraries found at run time (NVRTC, the driver, libclang) and the device limits.
+void bind_runtime(py::module_& m) {
   m.def("add_library_search_path", &torch_cudajit::detail::add_library_search_path);
   m.def("set_package_include_dir", &set_package_include_dir);
   m.def("set_libclang_path", &set_libclang_path);
@@ -172,7 +159,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("image_format", [](py::bytes image) { return to_string(image_format(std::string(image))); });
   m.def("device_multiprocessors", [](int d) { return device_limits(d).multiprocessors; });
 
-  // The disk cache (see csrc/cache.h).
+}
+
+// The disk cache (see csrc/cache.h).
+void bind_cache(py::module_& m) {
   m.def("cache_settings", [] {
     CacheSettings s = DiskCache::instance().settings();
     py::dict d;
@@ -191,26 +181,10 @@ PYBIND11_MODULE(_C, m) {
         py::arg("max_bytes") = -1);
   m.def("cache_counters", [] { return counters_dict(DiskCache::instance().counters()); });
 
-  // The Dispatcher inside a torch.classes.cudajit.Kernel: the Python Kernel launches through
-  // it, so the eager path and the op path share every compiled specialization.
-  m.def("dispatcher_of", [](py::object script_object) {
-    auto type = c10::getCustomClassType<c10::intrusive_ptr<KernelObject>>();
-    c10::IValue v = torch::jit::toIValue(script_object, type);
-    return v.toCustomClass<KernelObject>()->dispatcher_ptr();
-  });
+}
 
-  // The TorchScript object of one kernel of an already reflected program (shared, not copied).
-  m.def("kernel_object", [](std::shared_ptr<Program> program, std::string name,
-                            std::vector<std::string> options, std::string std, bool debug,
-                            bool lineinfo, std::string template_args, bool cache,
-                            std::vector<std::string> link, int64_t cooperative) {
-    auto obj = c10::make_intrusive<KernelObject>(std::move(program), std::move(name),
-                                                 std::move(options), std::move(std), debug,
-                                                 lineinfo, std::move(template_args), cache,
-                                                 std::move(link), cooperative);
-    return torch::jit::toPyObject(c10::IValue(std::move(obj)));
-  });
-
+// Programs (the reflected source) and their specializations.
+void bind_programs(py::module_& m) {
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
       .def(py::init<std::string, std::string, std::vector<std::string>, std::string>(),
            py::arg("source"), py::arg("filename") = "kernel.cu",
@@ -229,12 +203,8 @@ PYBIND11_MODULE(_C, m) {
         for (const auto& k : p.kernels()) names.push_back(k.name);
         return names;
       })
-      .def("params", [](const Program& p, const std::string& name) {
-        py::list out;
-        for (const auto& prm : p.kernel(name).params) out.append(param_dict(prm));
-        return out;
-      })
-      .def("is_template", [](const Program& p, const std::string& name) { return p.kernel(name).is_template; });
+      .def("require_kernel", [](const Program& p, const std::string& name) { p.kernel(name); },
+           "Raises ValueError naming the kernels that exist when none is called `name`.");
 
   py::class_<Specialization, std::shared_ptr<Specialization>>(m, "Specialization")
       .def_property_readonly("signature", [](const Specialization& s) { return s.signature; })
@@ -242,32 +212,17 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("key_bytes", [](const Specialization& s) { return key_bytes(s.key); })
       .def_property_readonly("serialized", &spec_serialized);
 
-  py::class_<Dispatcher, std::shared_ptr<Dispatcher>>(m, "Dispatcher")
-      .def(py::init([](std::shared_ptr<Program> program, const std::string& name,
-                       std::vector<std::string> extra, const std::string& std_, bool debug,
-                       bool lineinfo, const std::string& template_args, bool cache) {
-             KernelOptions o;
-             o.compile.extra = std::move(extra);
-             o.compile.std = std_;
-             o.compile.debug = debug;
-             o.compile.lineinfo = lineinfo;
-             o.template_args = template_args;
-             o.cache = cache;
-             return std::make_shared<Dispatcher>(program, name, o);
-           }),
-           py::arg("program"), py::arg("name"), py::arg("options"), py::arg("std"),
-           py::arg("debug"), py::arg("lineinfo"), py::arg("template_args"), py::arg("cache") = true)
-      // Prebuilt code (torch_cudajit.load): `program` holds the kernel's declaration.
-      .def_static("prebuilt", [](std::shared_ptr<Program> program, const std::string& name,
-                                 py::bytes image, const std::string& lowered_name, bool cooperative) {
-             KernelOptions o;
-             o.cooperative = cooperative ? 1 : 0;
-             o.cache = false;
-             o.prebuilt = std::make_shared<const CompiledProgram>(
-                 prebuilt_program(std::string(image), program->kernel(name), lowered_name));
-             return std::make_shared<Dispatcher>(program, name, o);
-           }, py::arg("program"), py::arg("name"), py::arg("image"), py::arg("lowered_name"),
-           py::arg("cooperative"))
+}
+
+using DispatcherClass = py::class_<Dispatcher, std::shared_ptr<Dispatcher>>;
+
+void bind_batch_methods(DispatcherClass& c);
+void bind_device_methods(DispatcherClass& c);
+
+// The dispatcher: compiling, precompile's batches and workers, pickled specializations, and what a specialization is on a device.
+void bind_dispatcher(py::module_& m) {
+  DispatcherClass c(m, "Dispatcher");
+  c
       .def_property_readonly("name", [](const Dispatcher& d) { return d.decl().name; })
       .def("compile", [](Dispatcher& d, py::tuple args, int arch) {
              std::vector<Arg> conv = convert_all(args, d.decl());
@@ -284,39 +239,19 @@ PYBIND11_MODULE(_C, m) {
              const std::vector<InstantiationRequest> req = {{d.decl().name, key, d.options().template_args}};
              CompileOptions o = d.options().compile;
              o.arch = key.arch;
+             const GeneratedSource generated = d.program().generate(req);
              py::list names;
-             for (const auto& inst : d.program().instantiations(req)) {
+             for (const auto& inst : generated.instantiations) {
                names.append(inst.kernel_expression);
                for (const auto& p : inst.probe_expressions) names.append(p);
              }
              py::dict out;
-             out["source"] = d.program().generated_source(req);
+             out["source"] = generated.text;
              out["filename"] = d.program().filename();
              out["options"] = d.program().nvrtc_options(o);
              out["name_expressions"] = names;
              return out;
            }, py::arg("args"), py::arg("arch") = 0)
-      // Kernel.precompile's worker processes: compile and send back bytes; the parent adopts.
-      .def("compile_serialized", [](Dispatcher& d, py::tuple args, int arch) {
-             const SpecKey key = key_of(d, args, arch);
-             CacheOutcome outcome;
-             CompiledProgram compiled;
-             {
-               py::gil_scoped_release release;
-               compiled = d.compile_detached(key, &outcome);
-             }
-             return py::make_tuple(py::bytes(serialize_compiled("precompile", compiled)),
-                                   static_cast<int>(outcome));
-           }, py::arg("args"), py::arg("arch"))
-      .def("adopt_serialized", [](Dispatcher& d, py::tuple args, int arch, py::bytes data,
-                                  int outcome) {
-             const SpecKey key = key_of(d, args, arch);
-             auto compiled = deserialize_compiled("precompile", std::string(data));
-             TORCH_CHECK(compiled.has_value(), "torch_cudajit: a precompile worker sent back a "
-                         "damaged result for kernel '", d.decl().name, "'");
-             return d.adopt(key, std::make_shared<const CompiledProgram>(std::move(*compiled)),
-                            static_cast<CacheOutcome>(outcome));
-           }, py::arg("args"), py::arg("arch"), py::arg("data"), py::arg("outcome"))
       .def("is_compiled", [](Dispatcher& d, py::tuple args, int arch) {
              return d.lookup(key_of(d, args, arch)) != nullptr;
            }, py::arg("args"), py::arg("arch") = 0)
@@ -338,7 +273,80 @@ PYBIND11_MODULE(_C, m) {
              const SpecKey k = key_from_bytes(key);
              check_key(d.decl(), k, "a pickled specialized kernel");
              return get_or_compile(d, k);
-           })
+           });
+  bind_batch_methods(c);
+  bind_device_methods(c);
+}
+
+// Kernel.precompile's batches, compiled here or in worker processes.
+void bind_batch_methods(DispatcherClass& c) {
+  c
+      // Several argument tuples of one architecture compile as one NVRTC program (keys in the
+      // disk cache are loaded instead).
+      .def("compile_many", [](Dispatcher& d, py::list args, int arch) {
+             std::vector<SpecKey> keys;
+             std::vector<std::vector<Arg>> converted;
+             for (const auto& a : args) {
+               converted.push_back(convert_all(a.cast<py::tuple>(), d.decl()));
+               keys.push_back(d.make_key(converted.back().data(), converted.back().size(), nullptr, arch));
+             }
+             std::vector<std::shared_ptr<Specialization>> specs;
+             {
+               py::gil_scoped_release release;
+               specs = d.compile_many(keys);
+             }
+             for (size_t i = 0; i < specs.size(); ++i)
+               d.check_pointees(*specs[i], converted[i].data(), converted[i].size());
+             return specs;
+           }, py::arg("args"), py::arg("arch"))
+      // Kernel.precompile's worker processes: compile a batch and send back bytes, each distinct
+      // program once with (program, index, outcome) per entry; the parent adopts.
+      .def("compile_serialized", [](Dispatcher& d, py::list args, int arch) {
+             std::vector<SpecKey> keys;
+             for (const auto& a : args) keys.push_back(key_of(d, a.cast<py::tuple>(), arch));
+             std::vector<CompiledInstance> got;
+             {
+               py::gil_scoped_release release;
+               got = d.compile_detached(keys);
+             }
+             py::list programs, entries;
+             std::vector<const CompiledProgram*> seen;
+             for (const CompiledInstance& inst : got) {
+               auto it = std::find(seen.begin(), seen.end(), inst.compiled.get());
+               if (it == seen.end()) {
+                 seen.push_back(inst.compiled.get());
+                 programs.append(py::bytes(serialize_compiled("precompile", *inst.compiled)));
+                 it = seen.end() - 1;
+               }
+               entries.append(py::make_tuple(it - seen.begin(), inst.index, static_cast<int>(inst.outcome)));
+             }
+             return py::make_tuple(programs, entries);
+           }, py::arg("args"), py::arg("arch"))
+      .def("adopt_serialized", [](Dispatcher& d, py::list args, int arch, py::list programs,
+                                  py::list entries) {
+             std::vector<std::shared_ptr<const CompiledProgram>> compiled;
+             for (const auto& p : programs) {
+               auto c = deserialize_compiled("precompile", p.cast<std::string>());
+               TORCH_CHECK(c.has_value(), "torch_cudajit: a precompile worker sent back a "
+                           "damaged result for kernel '", d.decl().name, "'");
+               compiled.push_back(std::make_shared<const CompiledProgram>(std::move(*c)));
+             }
+             TORCH_INTERNAL_ASSERT(entries.size() == args.size());
+             std::vector<std::shared_ptr<Specialization>> specs;
+             for (size_t i = 0; i < args.size(); ++i) {
+               const auto [program, index, outcome] = entries[i].cast<std::tuple<size_t, size_t, int>>();
+               TORCH_INTERNAL_ASSERT(program < compiled.size());
+               specs.push_back(d.adopt(key_of(d, args[i].cast<py::tuple>(), arch), compiled[program],
+                                       index, static_cast<CacheOutcome>(outcome)));
+             }
+             return specs;
+           }, py::arg("args"), py::arg("arch"), py::arg("programs"), py::arg("entries"));
+}
+
+// What a specialization is on a device: resources, attributes, module variables, the
+// cooperative grid limit and forall's configuration.
+void bind_device_methods(DispatcherClass& c) {
+  c
       .def("resources", [](Dispatcher& d, std::shared_ptr<Specialization> spec, int device) {
              KernelResources r = d.resources(*spec, device);
              py::dict out;
@@ -376,5 +384,17 @@ PYBIND11_MODULE(_C, m) {
            })
       .def_property_readonly("grid_strides", &Dispatcher::grid_strides);
 
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_cudajit C++ core";
+  bind_exceptions(m);
+  bind_runtime(m);
+  bind_cache(m);
+  bind_programs(m);
+  bind_dispatcher(m);
+  torch_cudajit::python::bind_definitions(m);
   torch_cudajit::python::bind_launchers(m);
 }

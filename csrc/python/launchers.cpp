@@ -17,7 +17,7 @@
 
 #include "../cache.h"
 #include "../cuda_api.h"
-#include "../ops/kernel_object.h"
+#include "../ops/op_call.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/SmallVector.h>
@@ -163,16 +163,6 @@ PyObject* translating_errors(Body&& body) {
     pybind11::detail::try_translate_exceptions();
     return nullptr;
   }
-}
-
-// The op's scalar_tensors: none, or one entry per number with the given tensors at their
-// indices (0-d tensors given for float parameters).
-ScalarTensors scalar_tensors_of(c10::ArrayRef<std::pair<size_t, at::Tensor>> given, size_t n) {
-  if (given.empty()) return ScalarTensors();
-  c10::List<std::optional<at::Tensor>> list;
-  list.resize(n);
-  for (const auto& [index, t] : given) list.set(index, t);
-  return list;
 }
 
 /// A kernel configured with grid, block, stream and shared memory: kernel[grid, block](...).
@@ -346,56 +336,33 @@ struct OpLauncher {
   py::object fallback;  // binds keyword arguments, then calls back with positional ones
 
   void launch(PyObject* args) {
-    const auto& roles = kernel->roles();
     const auto& params = kernel->dispatcher().decl().params;
     const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(args));
-    TORCH_CHECK_TYPE(n == roles.size(), "torch_cudajit: kernel '", kernel->name(), "' takes ",
-                     roles.size(), " argument(s), got ", n, ".");
-    std::optional<at::Tensor> slots[kOpOutputSlots];
-    c10::SmallVector<at::Tensor, 4> more, inputs;
-    OpNumbers numbers;
-    c10::SmallVector<std::pair<size_t, at::Tensor>, 2> scalar_tensors;  // (number index, tensor)
-    size_t n_out = 0;
+    TORCH_CHECK_TYPE(n == params.size(), "torch_cudajit: kernel '", kernel->name(), "' takes ",
+                     params.size(), " argument(s), got ", n, ".");
+    OpCall call(kernel);
     for (size_t i = 0; i < n; ++i) {
       PyObject* o = PyTuple_GET_ITEM(args, i);
-      const bool auto_tensor = roles[i] == ParamRole::kAuto && THPVariable_Check(o);
-      if (auto_tensor) numbers.add_tensor();  // then placed with the written tensors below
-      if (roles[i] == ParamRole::kScalar || (roles[i] == ParamRole::kAuto && !auto_tensor)) {
-        if (PyBool_Check(o)) numbers.add(o == Py_True);
-        else if (PyLong_Check(o)) numbers.add(static_cast<int64_t>(PyLong_AsLongLong(o)));
-        else if (PyFloat_Check(o)) numbers.add(PyFloat_AS_DOUBLE(o));
-        else if (PyComplex_Check(o))
-          numbers.add(c10::complex<double>(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)));
-        else if (THPVariable_Check(o)) {
-          // A 0-d floating-point CPU tensor, read as a float when the op runs; a placeholder
-          // goes in `floats`.
-          const at::Tensor& t = THPVariable_Unpack(o);
-          TORCH_CHECK_TYPE(t.dim() == 0 && t.is_floating_point() && t.device().is_cpu(),
-                           "torch_cudajit: parameter '", params[i].name, "' of kernel '",
-                           kernel->name(), "' takes a number on the op path, or a 0-d "
-                           "floating-point CPU tensor; got a ", t.scalar_type(), " tensor of "
-                           "shape ", t.sizes(), " on ", t.device(), ".");
-          scalar_tensors.emplace_back(numbers.kinds.size(), t);
-          numbers.add(0.0);
-        } else
-          TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", params[i].name, "' of kernel '",
-                           kernel->name(), "' takes a number on the op path; got ",
-                           Py_TYPE(o)->tp_name, ".");
-        if (PyErr_Occurred()) throw py::error_already_set();
+      if (THPVariable_Check(o)) {
+        call.value(THPVariable_Unpack(o));
         continue;
       }
-      TORCH_CHECK_TYPE(THPVariable_Check(o), "torch_cudajit: parameter '", params[i].name,
-                       "' of kernel '", kernel->name(), "' takes a tensor; got ",
-                       Py_TYPE(o)->tp_name, ".");
-      const at::Tensor& t = THPVariable_Unpack(o);
-      if (roles[i] == ParamRole::kInput) inputs.push_back(t);
-      else if (n_out < kOpOutputSlots) slots[n_out++] = t;
-      else more.push_back(t);
+      const ParamRole role = call.next_role();
+      TORCH_CHECK_TYPE(role == ParamRole::kScalar || role == ParamRole::kAuto,
+                       "torch_cudajit: parameter '", params[i].name, "' of kernel '",
+                       kernel->name(), "' takes a tensor; got ", Py_TYPE(o)->tp_name, ".");
+      if (PyBool_Check(o)) call.number(o == Py_True);
+      else if (PyLong_Check(o)) call.number(static_cast<int64_t>(PyLong_AsLongLong(o)));
+      else if (PyFloat_Check(o)) call.number(PyFloat_AS_DOUBLE(o));
+      else if (PyComplex_Check(o))
+        call.number(c10::complex<double>(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)));
+      else
+        TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", params[i].name, "' of kernel '",
+                         kernel->name(), "' takes a number on the op path; got ",
+                         Py_TYPE(o)->tp_name, ".");
+      if (PyErr_Occurred()) throw py::error_already_set();
     }
-    launch_op().call(kernel, slots[0], slots[1], slots[2], slots[3], at::TensorList(more),
-                     at::TensorList(inputs), c10::fromIntArrayRefSlow(numbers.ints),
-                     c10::ArrayRef<double>(numbers.floats), numbers.kinds, grid, block, shared_mem,
-                     scalar_tensors_of(scalar_tensors, numbers.kinds.size()));
+    call.launch(grid, block, shared_mem);
   }
 };
 

@@ -25,5 +25,7 @@ std::shared_ptr<Specialization> get_or_compile(Dispatcher& d, const SpecKey& key
 /// Registers Launcher and OpLauncher (with their tp_call hot paths) and
 /// set_device_pointer_type.
 void bind_launchers(pybind11::module_& m);
+/// Registers KernelDefinition (definitions.cpp) and dispatcher_of.
+void bind_definitions(pybind11::module_& m);
 
 }  // namespace torch_cudajit::python

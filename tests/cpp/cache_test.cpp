@@ -160,15 +160,15 @@ TEST_F(CacheTest, CompileCachedMissesThenHits) {
   Program program(kScale);
   const auto req = requests_for(TypeCode::kFloat);
   const uint64_t hits = DiskCache::instance().counters().hits, misses = DiskCache::instance().counters().misses;
-  CacheOutcome outcome;
-  CompiledProgram first = compile_cached(program, req, options_with({}), true, &outcome);
-  EXPECT_EQ(outcome, CacheOutcome::kMiss);
-  CompiledProgram second = compile_cached(program, req, options_with({}), true, &outcome);
-  EXPECT_EQ(outcome, CacheOutcome::kHit);
-  EXPECT_EQ(second.cubin, first.cubin);
-  EXPECT_EQ(second.lowered_names, first.lowered_names);
-  compile_cached(program, req, options_with({}), false, &outcome);
-  EXPECT_EQ(outcome, CacheOutcome::kBypassed);
+  const CompiledInstance first = compile_cached(program, req, options_with({}), true).at(0);
+  EXPECT_EQ(first.outcome, CacheOutcome::kMiss);
+  const CompiledInstance second = compile_cached(program, req, options_with({}), true).at(0);
+  EXPECT_EQ(second.outcome, CacheOutcome::kHit);
+  EXPECT_EQ(second.index, 0u);
+  EXPECT_EQ(second.compiled->cubin, first.compiled->cubin);
+  EXPECT_EQ(second.compiled->lowered_names, first.compiled->lowered_names);
+  EXPECT_EQ(compile_cached(program, req, options_with({}), false).at(0).outcome,
+            CacheOutcome::kBypassed);
   EXPECT_EQ(DiskCache::instance().counters().hits - hits, 1u);
   EXPECT_EQ(DiskCache::instance().counters().misses - misses, 1u);
   ASSERT_EQ(entry_files().size(), 1u);
@@ -224,15 +224,86 @@ TEST_F(CacheTest, RecordOfAnotherKindIsCompiledAgainAndReplaced) {
   const std::string key = compile_key(program, req, options_with({}));
   DiskCache& c = DiskCache::instance();
   c.store(key, "not a compile record");
-  CacheOutcome outcome = CacheOutcome::kBypassed;
-  const CompiledProgram compiled = compile_cached(program, req, options_with({}), true, &outcome);
-  EXPECT_EQ(outcome, CacheOutcome::kMiss);
+  const CompiledInstance compiled = compile_cached(program, req, options_with({}), true).at(0);
+  EXPECT_EQ(compiled.outcome, CacheOutcome::kMiss);
   const std::optional<std::string> stored = c.load(key);
   ASSERT_TRUE(stored.has_value());
   ASSERT_TRUE(deserialize_compiled(key, *stored).has_value());
-  EXPECT_EQ(deserialize_compiled(key, *stored)->lowered_names, compiled.lowered_names);
-  compile_cached(program, req, options_with({}), true, &outcome);
-  EXPECT_EQ(outcome, CacheOutcome::kHit);
+  EXPECT_EQ(deserialize_compiled(key, *stored)->lowered_names, compiled.compiled->lowered_names);
+  EXPECT_EQ(compile_cached(program, req, options_with({}), true).at(0).outcome, CacheOutcome::kHit);
+}
+
+// Three dtypes asked together.
+std::vector<InstantiationRequest> three_dtypes() {
+  std::vector<InstantiationRequest> out;
+  for (TypeCode t : {TypeCode::kFloat, TypeCode::kDouble, TypeCode::kInt32})
+    out.push_back(requests_for(t)[0]);
+  return out;
+}
+
+TEST_F(CacheTest, BatchCompilesOnceAndEachKeyFindsItsInstance) {
+  Program program(kScale);
+  const auto reqs = three_dtypes();
+  const uint64_t compiles = nvrtc_compile_count();
+  const std::vector<CompiledInstance> batch = compile_cached(program, reqs, options_with({}), true);
+  EXPECT_EQ(nvrtc_compile_count() - compiles, 1u) << "one NVRTC program for the batch";
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(entry_files().size(), 4u) << "the batch, and a reference under each key";
+  for (size_t i = 0; i < batch.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(batch[i].outcome, CacheOutcome::kMiss);
+    EXPECT_EQ(batch[i].compiled, batch[0].compiled) << "one program holds them all";
+    EXPECT_EQ(batch[i].index, i);
+    // Each key alone finds its instance in the batch, spelled as a compile of it alone is.
+    const CompiledInstance alone = compile_cached(program, {reqs[i]}, options_with({}), true).at(0);
+    EXPECT_EQ(alone.outcome, CacheOutcome::kHit);
+    EXPECT_EQ(alone.index, i);
+    EXPECT_EQ(alone.compiled->lowered_names[i], batch[0].compiled->lowered_names[i]);
+    EXPECT_EQ(alone.compiled->name_expressions[i],
+              program.generate({reqs[i]}).instantiations[0].kernel_expression);
+  }
+  EXPECT_EQ(nvrtc_compile_count() - compiles, 1u) << "the hits compiled nothing";
+}
+
+TEST_F(CacheTest, BatchCompilesOnlyWhatTheCacheLacks) {
+  Program program(kScale);
+  const auto reqs = three_dtypes();
+  compile_cached(program, {reqs[1]}, options_with({}), true);
+  const uint64_t compiles = nvrtc_compile_count();
+  const std::vector<CompiledInstance> got = compile_cached(program, reqs, options_with({}), true);
+  EXPECT_EQ(nvrtc_compile_count() - compiles, 1u);
+  EXPECT_EQ(got[0].outcome, CacheOutcome::kMiss);
+  EXPECT_EQ(got[1].outcome, CacheOutcome::kHit);
+  EXPECT_EQ(got[2].outcome, CacheOutcome::kMiss);
+  EXPECT_EQ(got[0].compiled, got[2].compiled);
+  EXPECT_EQ(got[2].index, 1u) << "the second of the two compiled together";
+  EXPECT_NE(got[1].compiled, got[0].compiled);
+}
+
+TEST_F(CacheTest, ReferenceToAMissingBatchIsAMiss) {
+  Program program(kScale);
+  const auto reqs = three_dtypes();
+  const std::vector<CompiledInstance> batch = compile_cached(program, reqs, options_with({}), true);
+  const GeneratedSource generated = program.generate(reqs);
+  const std::string batch_key = compile_key(program, generated, options_with({}));
+  ASSERT_EQ(unlink((dir_ + "/" + batch_key + ".cj").c_str()), 0) << "evicted";
+  const CompiledInstance again = compile_cached(program, {reqs[2]}, options_with({}), true).at(0);
+  EXPECT_EQ(again.outcome, CacheOutcome::kMiss);
+  EXPECT_EQ(again.index, 0u);
+  // Compiled alone, it now has a record of its own.
+  const std::string key = compile_key(program, {reqs[2]}, options_with({}));
+  const std::optional<std::string> stored = DiskCache::instance().load(key);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_TRUE(deserialize_compiled(key, *stored).has_value());
+  // A reference whose index is past the batch, or whose batch holds another instantiation
+  // there, is a miss too.
+  DiskCache::instance().store(batch_key, serialize_compiled(batch_key, *batch[0].compiled));
+  for (size_t index : {size_t(1), size_t(7)}) {
+    SCOPED_TRACE("index " + std::to_string(index));
+    DiskCache::instance().store(key, serialize_reference(key, batch_key, index));
+    EXPECT_EQ(compile_cached(program, {reqs[2]}, options_with({}), true).at(0).outcome,
+              CacheOutcome::kMiss);
+  }
 }
 
 TEST_F(CacheTest, SizeBoundEvictsLeastRecentlyUsed) {

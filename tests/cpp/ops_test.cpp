@@ -27,8 +27,9 @@ __global__ void axpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, cj::Array<con
 )";
 
 c10::intrusive_ptr<KernelObject> make_axpy(std::vector<std::string> options = {}) {
-  return c10::make_intrusive<KernelObject>(kAxpy, "axpy", std::move(options), "c++17", false,
-                                           false, "", true, std::vector<std::string>{}, "axpy.cu", -1);
+  KernelOptions o;
+  o.compile.extra = std::move(options);
+  return c10::make_intrusive<KernelObject>(kAxpy, "axpy", std::move(o), "axpy.cu");
 }
 
 TEST(OpsTest, SchemaAnnotatesWrittenTensors) {
@@ -65,9 +66,9 @@ __global__ void auto_scale(auto out, const auto x, auto a, int n) {
 )";
 
 c10::intrusive_ptr<KernelObject> make_auto_scale() {
-  return c10::make_intrusive<KernelObject>(kAutoScale, "auto_scale", std::vector<std::string>{},
-                                           "c++20", false, false, "", true,
-                                           std::vector<std::string>{}, "auto_scale.cu", -1);
+  KernelOptions o;
+  o.compile.std = "c++20";
+  return c10::make_intrusive<KernelObject>(kAutoScale, "auto_scale", std::move(o), "auto_scale.cu");
 }
 
 TEST(OpsTest, AutoParametersHaveRolesOfTheirOwn) {

@@ -500,14 +500,34 @@ TEST(ProgramTest, GeneratedSource) {
   EXPECT_EQ(text.rfind("#include <cj/cj.cuh>\n#line 1 \"saxpy.cu\"\n", 0), 0u) << text;
   CJ_EXPECT_CONTAINS(text, "#line 1 \"torch_cudajit_generated\"");
   CJ_EXPECT_CONTAINS(text, "cj::Array<float, 1, CjL0> y");
-  CJ_EXPECT_CONTAINS(text, "using cj_detail_spec_0 = ");
-  CJ_EXPECT_CONTAINS(text, "using cj_detail_spec_1 = ");
+  const KernelDecl& decl = program.kernel("saxpy");
+  CJ_EXPECT_CONTAINS(text, "using cj_detail_spec_" + instantiation_tag(decl, saxpy_key()) + " = ");
+  CJ_EXPECT_CONTAINS(text, "using cj_detail_spec_" + instantiation_tag(decl, saxpy_key(false)) + " = ");
   // One deduction helper (two overloads) for the kernel, however many requests.
   size_t helpers = 0;
   for (size_t p = text.find("__device__ auto cj_detail_sig_saxpy("); p != std::string::npos;
        p = text.find("__device__ auto cj_detail_sig_saxpy(", p + 1))
     ++helpers;
   EXPECT_EQ(helpers, 2u);
+}
+
+// An instantiation is spelled the same alone and among others: a batch's entry is found under
+// its own key, and a pickled specialization of a batch is adopted like one compiled alone.
+TEST(ProgramTest, InstantiationsAreSpelledAlikeAloneAndInABatch) {
+  Program program(kSaxpy, "saxpy.cu");
+  const InstantiationRequest a{"saxpy", saxpy_key(), ""}, b{"saxpy", saxpy_key(false), ""};
+  const GeneratedSource batch = program.generate({a, b});
+  ASSERT_EQ(batch.instantiations.size(), 2u);
+  EXPECT_EQ(batch.requests.size(), 2u);
+  EXPECT_EQ(batch.instantiations[1].kernel_expression,
+            program.generate({b}).instantiations[0].kernel_expression);
+  EXPECT_EQ(batch.instantiations[1].probe_expressions,
+            program.generate({b}).instantiations[0].probe_expressions);
+  EXPECT_NE(batch.instantiations[0].kernel_expression, batch.instantiations[1].kernel_expression);
+  const CompiledProgram together = program.compile(batch, options_for(kArch));
+  const CompiledProgram alone = program.compile({b}, options_for(kArch));
+  EXPECT_EQ(together.lowered_names[1], alone.lowered_names[0]);
+  EXPECT_EQ(together.name_expressions[1], alone.name_expressions[0]);
 }
 
 TEST(ProgramTest, CompileErrorCarriesEverything) {

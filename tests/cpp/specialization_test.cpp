@@ -375,7 +375,7 @@ TEST(SpecializationTest, AddressKeyHasItsOwnHelper) {
   const KernelDecl& k = kernels[0];
   SpecKey key = make_spec_key(90, {tensor_sig(TypeCode::kFloat, 1), number_sig(ArgKind::kAddress),
                                    number_sig(ArgKind::kFloat)});
-  Instantiation inst = make_instantiation(k, key, "", 3);
+  Instantiation inst = make_instantiation(k, key, "", "3");
   // Both overloads of the key's helper leave the address's parameter to the other arguments.
   const std::string nondeduced =
       "typename ::cj::detail::nondeduced<const T* __restrict__>::type cj_p1";
@@ -393,7 +393,7 @@ TEST(SpecializationTest, AddressKeyHasItsOwnHelper) {
   EXPECT_EQ(deduction_helper(k).find("nondeduced<const T*"), std::string::npos);
   SpecKey tensors = key;
   tensors.args[1] = tensor_sig(TypeCode::kFloat, 1);
-  CJ_EXPECT_CONTAINS(make_instantiation(k, tensors, "", 4).alias_definition,
+  CJ_EXPECT_CONTAINS(make_instantiation(k, tensors, "", "4").alias_definition,
                      "using cj_detail_spec_4 = decltype(cj_detail_sig_bias(");
   // Pointer parameters probe their pointee; others themselves.
   ASSERT_EQ(inst.probe_expressions.size(), 3u);
@@ -402,6 +402,33 @@ TEST(SpecializationTest, AddressKeyHasItsOwnHelper) {
             "::cj::detail::pointee<cj_detail_spec_3::arg<1>>::size, "
             "::cj::detail::pointee<cj_detail_spec_3::arg<1>>::align>");
   CJ_EXPECT_CONTAINS(inst.probe_expressions[2], "type_code<cj_detail_spec_3::arg<2>>::value");
+}
+
+TEST(SpecializationTest, InstantiationTagDependsOnKernelAndKeyAlone) {
+  auto kernels = cjtest::reflect("template <class T> __global__ void a(T* x) {}\n"
+                                 "template <class T> __global__ void b(T* x) {}");
+  ASSERT_EQ(kernels.size(), 2u);
+  const SpecKey f = make_spec_key(90, {tensor_sig(TypeCode::kFloat, 1)});
+  const SpecKey d = make_spec_key(90, {tensor_sig(TypeCode::kDouble, 1)});
+  const std::string tag = instantiation_tag(kernels[0], f);
+  EXPECT_EQ(tag.size(), 12u);
+  EXPECT_EQ(tag.find_first_not_of("0123456789abcdef"), std::string::npos);
+  struct Case {
+    const char* name;
+    std::string other;
+    bool same;
+  };
+  const Case cases[] = {
+      {"same kernel and key", instantiation_tag(kernels[0], f), true},
+      {"another key", instantiation_tag(kernels[0], d), false},
+      {"another kernel", instantiation_tag(kernels[1], f), false},
+      // The architecture is not in the source: one spelling for every target.
+      {"another architecture", instantiation_tag(kernels[0], make_spec_key(80, {tensor_sig(TypeCode::kFloat, 1)})), true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(c.other == tag, c.same);
+  }
 }
 
 TEST(SpecializationTest, CheckKey) {
@@ -459,7 +486,7 @@ TEST(SpecializationTest, DeductionHelperAndInstantiation) {
 
   SpecKey key = make_spec_key(90, {tensor_sig(TypeCode::kFloat, 1), tensor_sig(TypeCode::kFloat, 1),
                                    number_sig(ArgKind::kFloat)});
-  Instantiation inst = make_instantiation(k, key, "", 7);
+  Instantiation inst = make_instantiation(k, key, "", "7");
   EXPECT_EQ(inst.alias_definition,
             "using cj_detail_spec_7 = decltype(cj_detail_sig_axpy(::cj::detail::priority<1>{}, "
             "::cj::detail::declval<::cj::Array<float, 1, ::cj::Layout<1>>>(), "
@@ -472,7 +499,7 @@ TEST(SpecializationTest, DeductionHelperAndInstantiation) {
             "sizeof(cj_detail_spec_7::arg<2>), alignof(cj_detail_spec_7::arg<2>)>");
 
   // Explicit template arguments name the helper and the kernel.
-  Instantiation explicit_args = make_instantiation(k, key, "float", 0);
+  Instantiation explicit_args = make_instantiation(k, key, "float", "0");
   CJ_EXPECT_CONTAINS(explicit_args.alias_definition, "decltype(cj_detail_sig_axpy<float>(");
   EXPECT_EQ(explicit_args.kernel_expression, "static_cast<cj_detail_spec_0::fn>(axpy<float>)");
 }

@@ -399,7 +399,9 @@ def test_precompile_in_parallel(cache_dir, processes):
         "(Array<int32, 1, contiguous>, Array<const int32, 1, contiguous>, int)",
     ]
     assert (k.cache_hits, k.cache_misses) == (0, 5)
-    assert len(entries(cache_dir)) == 5
+    # Three workers: batches of 2, 2 and 1 entries. A batch is stored once, with a reference
+    # under each of its entries' keys; the entry alone has a record of its own.
+    assert len(entries(cache_dir)) == 5 + 2
     assert len(k.signatures) == 5  # adopted by this process: launching needs no compile
     again = k.precompile(specs, arch="sm_90", workers=3, processes=processes, progress=False)
     assert [c.cubin for c in again] == [c.cubin for c in compiled]
@@ -407,6 +409,60 @@ def test_precompile_in_parallel(cache_dir, processes):
     fresh = cj.jit(SCALE)
     fresh.precompile(specs, arch="sm_90", workers=3, processes=processes, progress=False)
     assert (fresh.cache_hits, fresh.cache_misses) == (5, 0)
+
+
+META_DTYPES = (torch.float32, torch.float64, torch.float16)
+
+
+def meta_specs(dtypes=META_DTYPES):
+    return [(torch.empty(8, dtype=d, device="meta"), torch.empty(8, dtype=d, device="meta"), 2.0)
+            for d in dtypes]
+
+
+@pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
+def test_precompile_batches_compile_as_one_program(cache_dir, processes):
+    k = cj.jit(SCALE)
+    before = cj._C.nvrtc_compile_count()
+    compiled = k.precompile(meta_specs() + meta_specs((torch.bfloat16,)), arch="sm_90",
+                            workers=2, processes=processes, progress=False)
+    if not processes:  # workers compile in processes of their own, which this one cannot count
+        assert cj._C.nvrtc_compile_count() - before == 2
+    # Two batches of two: each pair shares one machine-code image, with a kernel of each dtype.
+    assert compiled[0].cubin == compiled[1].cubin != compiled[2].cubin == compiled[3].cubin
+    assert len({c.lowered_name for c in compiled}) == 4
+    assert len(entries(cache_dir)) == 4 + 2
+    assert (k.cache_hits, k.cache_misses) == (0, 4)
+    # A new process finds each entry alone (through its batch) and compiles nothing.
+    code = ("import torch, torch_cudajit as cj\n"
+            f"k = cj.jit({SCALE!r})\n"
+            "n = cj._C.nvrtc_compile_count()\n"
+            "for d in (torch.float16, torch.bfloat16, torch.float64, torch.float32):\n"
+            "    x = torch.empty(8, dtype=d, device='meta')\n"
+            "    k.compile(x, x, 2.0, arch='sm_90')\n"
+            "print(cj._C.nvrtc_compile_count() - n, k.cache_hits, k.cache_misses)\n")
+    assert run_python(code, cache_dir).stdout.split() == ["0", "4", "0"]
+
+
+def test_precompile_one_worker_compiles_one_batch(cache_dir):
+    k = cj.jit(SCALE)
+    before = cj._C.nvrtc_compile_count()
+    compiled = k.precompile(meta_specs(), arch="sm_90", workers=1, progress=False)
+    assert cj._C.nvrtc_compile_count() - before == 1
+    assert len({c.cubin for c in compiled}) == 1
+    assert [c.signature.split(",")[0] for c in compiled] == [
+        "(Array<float32", "(Array<float64", "(Array<float16"]
+
+
+@pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
+def test_precompile_batch_with_a_failure_compiles_the_rest_alone(cache_dir, processes):
+    k = cj.jit(SCALE)
+    good = meta_specs((torch.float32, torch.float64))
+    bad = (torch.empty(8, device="meta"), torch.empty(8, dtype=torch.float64, device="meta"), 1.0)
+    with pytest.raises(cj.CompileError, match="could not be instantiated"):
+        # Batches [good, bad] and [good]: the first fails as a whole, then compiles alone.
+        k.precompile([good[0], bad, good[1]], arch="sm_90", workers=2, processes=processes,
+                     progress=False)
+    assert len(k.signatures) == 2
 
 
 def test_precompile_workers_persist_and_follow_the_settings(cache_dir, tmp_path):

@@ -69,6 +69,25 @@ def test_reflection(source, name, is_template, expected):
     assert all(isinstance(p, tcj.Parameter) for p in k.params)
 
 
+def test_kernels_share_one_definition_with_their_script_object():
+    k = tcj.jit("template <class T> __global__ void k(cj::Array<T, 1> o, T a) {}",
+                options=["-DX=1"], debug=True, template_args="float")
+    assert k.options == {"options": ["-DX=1"], "std": "c++17", "debug": True, "lineinfo": False,
+                         "template_args": "float", "cache": True, "link": (),
+                         "cooperative": None}
+    assert k._definition.fingerprint == k.script_object.fingerprint()
+    assert [p["role"] for p in k._definition.params] == ["output", "scalar"]
+    # The state is what the script object pickles as, and rebuilds the same definition.
+    again = tcj._C.KernelDefinition.from_state(k._definition.state)
+    assert again.fingerprint == k._definition.fingerprint and again.options == k.options
+    # Every kernel of a module is a definition on the one reflected source.
+    m = tcj.jit("__global__ void a(float* x) {}\n__global__ void b(const float* x) {}")
+    assert [p.role for p in m.a.params] == ["output"] and [p.role for p in m.b.params] == ["input"]
+    with pytest.raises(ValueError, match="no __global__ function named 'c' in the source; it "
+                                         "defines 'a', 'b'"):
+        tcj.jit("__global__ void a(float* x) {}\n__global__ void b(const float* x) {}", "c")
+
+
 def test_writable_parameters():
     k = tcj.jit("__global__ void k(float* a, const float* b, cj::Array<float, 1> c, "
                 "cj::Array<const float, 1> d, int n, auto e) {}", std="c++20")

@@ -272,8 +272,8 @@ def _pickled_scale():
 
 def _rebuild_with(mutate):
     reducer, args = _pickled_scale()
-    (key, data, digest), = args[6]
-    args[6] = [mutate(bytearray(key), bytearray(data), digest)]
+    (key, data, digest), = args[3]  # (version, definition state, extensions, compiled)
+    args[3] = [mutate(bytearray(key), bytearray(data), digest)]
     return reducer(*args)
 
 
@@ -305,14 +305,30 @@ def test_crafted_pickle_warns_and_recompiles(mutate, message):
 def test_pickle_from_another_kernel_is_not_adopted():
     reducer, args = _pickled_scale()
     other = SCALE.replace("a * x[i]", "a + x[i]")
-    args[1] = other  # the same key layout, another source: the instantiation still matches
+    # The same key layout, another source: the instantiation still matches.
+    args[1] = cj.jit(other)._definition.state
     kernel = reducer(*args)
     assert kernel.signatures  # adopting is about shape, not about trusting the code: see README
-    args[3] = "scale"
-    args[1] = SCALE.replace("T a)", "T a, int extra)")
+    args[1] = cj.jit(SCALE.replace("T a)", "T a, int extra)"))._definition.state
     with pytest.warns(RuntimeWarning, match="has 3 parameter.*the kernel has 4"):
         kernel = reducer(*args)
     assert kernel.signatures == []
+
+
+@pytest.mark.parametrize("reflection", [True, False], ids=["with-reflection", "before-reflection"])
+def test_pickles_from_before_the_definition_state_still_load(reflection):
+    # Earlier releases pickled (version, source, filename, name, options, extensions,
+    # compiled[, reflection]); such pickles still load and adopt their code.
+    from torch_cudajit._kernel import _rebuild_kernel
+    _, args = _pickled_scale()
+    k = cj.jit(SCALE)
+    options = dict(options=[], std="c++17", debug=False, lineinfo=False, template_args="")
+    old = (args[0], SCALE, "kernel.cu", "scale", options, (), args[3])
+    extra = (cj._C.Program(SCALE).reflection,) if reflection else ()
+    kernel = _rebuild_kernel(*old, *extra)
+    assert len(kernel.signatures) == 1
+    assert kernel.options["cache"] is True and kernel.options["cooperative"] is None
+    assert kernel._definition.fingerprint == k._definition.fingerprint
 
 
 def test_pickle_round_trip_still_adopts():

@@ -1,0 +1,96 @@
+// torch_cudajit: finding and opening libclang (see libclang.h).
+#include "libclang.h"
+
+#include "frontend.h"
+
+#include <c10/util/Exception.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace torch_cudajit {
+namespace detail {
+namespace {
+
+std::mutex& path_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::string& configured_path() {
+  static std::string p;
+  return p;
+}
+
+std::vector<std::string> libclang_candidates() {
+  std::vector<std::string> out;
+  if (const char* env = std::getenv("TORCH_CUDAJIT_LIBCLANG"); env != nullptr && *env != '\0')
+    out.emplace_back(env);
+  {
+    std::lock_guard<std::mutex> lock(path_mutex());
+    if (!configured_path().empty()) out.push_back(configured_path());
+  }
+  out.emplace_back("libclang.so");
+  out.emplace_back("libclang.so.1");
+  for (int v = 22; v >= 14; --v) {
+    out.push_back("libclang-" + std::to_string(v) + ".so.1");
+    out.push_back("/usr/lib/llvm-" + std::to_string(v) + "/lib/libclang.so.1");
+  }
+  return out;
+}
+
+LibclangApi load_libclang() {
+  LibclangApi api;
+  std::string tried;
+  void* handle = nullptr;
+  for (const auto& c : libclang_candidates()) {
+    // RTLD_LOCAL: LLVM's symbols must not interpose on those of another LLVM in the process
+    // (Triton's, numba's).
+    if ((handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
+      api.path = c;
+      break;
+    }
+    tried += "\n  " + c;
+  }
+  TORCH_CHECK(handle != nullptr,
+              "torch_cudajit: could not load libclang, which reads kernel declarations. Tried:",
+              tried,
+              "\nInstall it with `pip install libclang` (the Python package finds it), or set "
+              "TORCH_CUDAJIT_LIBCLANG to a libclang.so (LLVM 14 or newer).");
+#define CJ_LOAD_CLANG(name, type)                                                          \
+  api.name = reinterpret_cast<LibclangApi::name##_type>(dlsym(handle, #name));            \
+  TORCH_CHECK(api.name != nullptr, "torch_cudajit: ", api.path, " has no entry point " #name \
+              "; libclang from LLVM 14 or newer is required.");
+  CJ_LIBCLANG_FUNCTIONS(CJ_LOAD_CLANG)
+#undef CJ_LOAD_CLANG
+  return api;
+}
+
+}  // namespace
+
+const LibclangApi& libclang() {
+  static const LibclangApi api = load_libclang();
+  return api;
+}
+
+std::string take(CXString s) {
+  const char* c = libclang().clang_getCString(s);
+  std::string out = c != nullptr ? c : "";
+  libclang().clang_disposeString(s);
+  return out;
+}
+
+}  // namespace detail
+
+void set_libclang_path(const std::string& path) {
+  std::lock_guard<std::mutex> lock(detail::path_mutex());
+  detail::configured_path() = path;
+}
+
+std::string libclang_version() {
+  return detail::take(detail::libclang().clang_getClangVersion());
+}
+
+}  // namespace torch_cudajit

@@ -1,0 +1,104 @@
+// torch_cudajit: libclang, opened at run time. Its C API is stable across LLVM releases, so the
+// plugin opens whichever libclang it finds (TORCH_CUDAJIT_LIBCLANG, the path the Python package
+// sets from the `libclang` wheel, or the system's) and declares the few entry points and
+// plain-data types the front end (frontend.cpp) uses: it neither links LLVM nor needs its
+// headers to build.
+#pragma once
+
+#include <string>
+
+namespace torch_cudajit::detail {
+
+// The C API's value types, field for field as clang-c/Index.h declares them.
+struct CXString {
+  const void* data;
+  unsigned private_flags;
+};
+struct CXCursor {
+  int kind;
+  int xdata;
+  const void* data[3];
+};
+struct CXType {
+  int kind;
+  void* data[2];
+};
+struct CXSourceLocation {
+  const void* ptr_data[2];
+  unsigned int_data;
+};
+struct CXSourceRange {
+  const void* ptr_data[2];
+  unsigned begin_int_data;
+  unsigned end_int_data;
+};
+struct CXUnsavedFile {
+  const char* filename;
+  const char* contents;
+  unsigned long length;
+};
+using CXIndex = void*;
+using CXTranslationUnit = void*;
+using CXFile = void*;
+using CXClientData = void*;
+using CXCursorVisitor = int (*)(CXCursor, CXCursor, CXClientData);
+
+// Enumerator values of clang-c/Index.h.
+constexpr int kCursorFunctionDecl = 8, kCursorParmDecl = 10,
+              kCursorNamespace = 22, kCursorLinkageSpec = 23, kCursorTemplateTypeParameter = 27,
+              kCursorNonTypeTemplateParameter = 28, kCursorTemplateTemplateParameter = 29,
+              kCursorFunctionTemplate = 30, kCursorUnexposedDecl = 1,
+              kCursorCudaGlobalAttr = 414;
+constexpr int kTypeInvalid = 0;
+constexpr int kVisitBreak = 0, kVisitContinue = 1;
+constexpr unsigned kParseIncomplete = 0x02, kParseForSerialization = 0x10,
+                   kParseSkipFunctionBodies = 0x40, kParseKeepGoing = 0x200;
+constexpr int kDiagnosticFatal = 4;
+
+#define CJ_LIBCLANG_FUNCTIONS(X)                                                                  \
+  X(clang_createIndex, CXIndex (*)(int, int))                                                     \
+  X(clang_parseTranslationUnit2,                                                                  \
+    int (*)(CXIndex, const char*, const char* const*, int, CXUnsavedFile*, unsigned, unsigned,    \
+            CXTranslationUnit*))                                                                  \
+  X(clang_disposeTranslationUnit, void (*)(CXTranslationUnit))                                    \
+  X(clang_getTranslationUnitCursor, CXCursor (*)(CXTranslationUnit))                              \
+  X(clang_visitChildren, unsigned (*)(CXCursor, CXCursorVisitor, CXClientData))                   \
+  X(clang_getCursorKind, int (*)(CXCursor))                                                       \
+  X(clang_getCursorSpelling, CXString (*)(CXCursor))                                              \
+  X(clang_getCString, const char* (*)(CXString))                                                  \
+  X(clang_disposeString, void (*)(CXString))                                                      \
+  X(clang_getCursorExtent, CXSourceRange (*)(CXCursor))                                           \
+  X(clang_getCursorLocation, CXSourceLocation (*)(CXCursor))                                      \
+  X(clang_getRangeStart, CXSourceLocation (*)(CXSourceRange))                                     \
+  X(clang_getRangeEnd, CXSourceLocation (*)(CXSourceRange))                                       \
+  X(clang_getFileLocation, void (*)(CXSourceLocation, CXFile*, unsigned*, unsigned*, unsigned*))  \
+  X(clang_getSpellingLocation,                                                                    \
+    void (*)(CXSourceLocation, CXFile*, unsigned*, unsigned*, unsigned*))                         \
+  X(clang_getCursorType, CXType (*)(CXCursor))                                                    \
+  X(clang_getTypeSpelling, CXString (*)(CXType))                                                  \
+  X(clang_isInvalidDeclaration, unsigned (*)(CXCursor))                                           \
+  X(clang_getFile, CXFile (*)(CXTranslationUnit, const char*))                                   \
+  X(clang_saveTranslationUnit, int (*)(CXTranslationUnit, const char*, unsigned))                \
+  X(clang_getNumDiagnostics, unsigned (*)(CXTranslationUnit))                                     \
+  X(clang_getDiagnostic, void* (*)(CXTranslationUnit, unsigned))                                  \
+  X(clang_getDiagnosticSeverity, int (*)(void*))                                                  \
+  X(clang_getDiagnosticSpelling, CXString (*)(void*))                                             \
+  X(clang_disposeDiagnostic, void (*)(void*))                                                     \
+  X(clang_getClangVersion, CXString (*)())
+
+struct LibclangApi {
+#define CJ_DECLARE_CLANG(name, type) \
+  using name##_type = type;          \
+  name##_type name = nullptr;
+  CJ_LIBCLANG_FUNCTIONS(CJ_DECLARE_CLANG)
+#undef CJ_DECLARE_CLANG
+  std::string path;
+};
+
+/// The entry points of the libclang found first, loaded once; throws c10::Error naming the
+/// candidates tried and what to install when none loads.
+const LibclangApi& libclang();
+/// A CXString's text; the string is disposed of.
+std::string take(CXString s);
+
+}  // namespace torch_cudajit::detail
