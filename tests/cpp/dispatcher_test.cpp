@@ -468,11 +468,18 @@ TEST(DispatcherTest, SlotsFollowParameterAlignment) {
   EXPECT_EQ(spec->buffer_size, 76u);
 }
 
+// Without the disk cache: keys it holds would load from there instead of compiling together.
+KernelOptions without_disk_cache() {
+  KernelOptions o;
+  o.cache = false;
+  return o;
+}
+
 TEST(DispatcherTest, CompileManyUsesOneNvrtcCall) {
   auto d = make_dispatcher(R"(
 template <class T>
 __global__ void scale(cj::Array<T, 1> y, T a) { y[0] = a * y[0]; }
-)", "scale");
+)", "scale", without_disk_cache());
   std::vector<SpecKey> keys;
   const std::vector<std::pair<TypeCode, ArgKind>> types = {{TypeCode::kFloat, ArgKind::kFloat},
                                                            {TypeCode::kDouble, ArgKind::kFloat},
@@ -502,7 +509,7 @@ __global__ void scale(cj::Array<T, 1> y, T a) { y[0] = a * y[0]; }
 }
 
 TEST(DispatcherTest, CompileManyGroupsByArchitecture) {
-  auto d = make_dispatcher(kSaxpy, "saxpy");
+  auto d = make_dispatcher(kSaxpy, "saxpy", without_disk_cache());
   std::vector<SpecKey> keys = {saxpy_key(true, 90), saxpy_key(true, 80), saxpy_key(false, 90),
                                saxpy_key(true, 90)};
   auto specs = d->compile_many(keys);

@@ -140,7 +140,9 @@ TEST(ProgramTest, CompilesToCubinAndPtx) {
   CJ_EXPECT_CONTAINS(out.lowered_names[0], "saxpy");
   CJ_EXPECT_CONTAINS(out.ptx, out.lowered_names[0]);
   ASSERT_EQ(out.name_expressions.size(), 1u);
-  EXPECT_EQ(out.name_expressions[0], "static_cast<cj_detail_spec_0::fn>(saxpy)");
+  EXPECT_EQ(out.name_expressions[0], "static_cast<cj_detail_spec_" +
+                                         instantiation_tag(program.kernel("saxpy"), saxpy_key()) +
+                                         "::fn>(saxpy)");
   EXPECT_EQ(out.options, program.nvrtc_options(options_for(kArch)));
 }
 
