@@ -242,6 +242,26 @@ class Dispatcher {
   /// placed at the next aligned `offset` (advanced past it); refuses what the type cannot take.
   Specialization::Slot slot_for(uint32_t i, const ParamProbe& pr, const ArgSig& s,
                                 uint32_t& offset) const;
+  /// make_key's reading of a tensor argument for parameter `i`: its signature in `s`, checked
+  /// against the declaration; `dev`/`dev_param` track the device of the first CUDA tensor.
+  void key_tensor(size_t i, const at::Tensor& t, int arch, ArgSig& s, int& dev,
+                  size_t& dev_param) const;
+  /// Where a tensor argument for parameter `i` may live: CUDA tensors all on one device
+  /// (`dev`, first seen at `dev_param`), or pinned host memory for pointer and Array parameters;
+  /// compile-only keys (arch > 0) take tensors anywhere.
+  void key_device(size_t i, const at::Tensor& t, int arch, int& dev, size_t& dev_param) const;
+  /// make_key's reading of a number, tag or extension bytes for parameter `i`.
+  void key_value(size_t i, const Arg& a, ArgSig& s) const;
+  /// Checks a launch configuration against the device and the kernel's limits, raising the
+  /// dynamic shared memory limit when a launch asks for more (the launch's first step).
+  void check_config(LoadedKernel& kernel, int device, const LaunchConfig& cfg);
+  /// Packs the arguments into the parameter buffer `buf`, with a pointer to each parameter in
+  /// `ptrs` (numbers converted to the declared types and range-checked, pointees checked).
+  void pack(const Specialization& spec, const Arg* args, size_t n, char* buf, void** ptrs) const;
+  /// A cuLaunchCooperativeKernel of a kernel with a grid-wide barrier, after checking that the
+  /// whole grid can be resident at once.
+  void launch_cooperative(LoadedKernel& kernel, int device, const LaunchConfig& cfg,
+                          CUstream stream, void** ptrs);
   /// Debug mode: waits for the launch and raises KernelAssertionError for a failed check.
   void check_debug_record(CUdeviceptr record, size_t size, CUstream stream);
   [[noreturn]] void fail_param(size_t i, const std::string& what) const;  // TypeError

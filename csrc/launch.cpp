@@ -1,7 +1,7 @@
 // torch_cudajit: the launch (see dispatcher.h): forall's grid, the parameter buffer packed
 // from the arguments (numbers converted to the declared type, range-checked), the pointee
-// checks of raw pointers, the launch on the current stream, and the debug-record protocol by
-// which a bounds-checked kernel reports its first failure.
+// checks of raw pointers and the launch on the current stream. A debug-mode launch's record is
+// read in debug_record.cpp.
 #include "dispatcher.h"
 
 #include "dispatcher_internal.h"
@@ -157,16 +157,9 @@ LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchC
   return cfg;
 }
 
-void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int device,
-                        const LaunchConfig& cfg) {
-  TORCH_INTERNAL_ASSERT(n == spec.slots.size(), "argument count changed after keying");
-  TORCH_INTERNAL_ASSERT(cfg.forall_tasks == 0, "a forall configuration reached launch(spec)");
-  DeviceScope scope(device);
-
-  LoadedKernel& kernel = spec.loaded();
+void Dispatcher::check_config(LoadedKernel& kernel, int device, const LaunchConfig& cfg) {
   const KernelDeviceState& state = kernel.device_state(device);
   const DeviceLimits& lim = device_limits(device);
-  const int64_t threads = cfg.block[0] * cfg.block[1] * cfg.block[2];
   for (int d = 0; d < 3; ++d) {
     TORCH_CHECK_VALUE(cfg.block[d] >= 1 && cfg.block[d] <= lim.max_block[d],
                       "torch_cudajit: block dimension ", "xyz"[d], " of kernel '", decl_->name,
@@ -176,6 +169,7 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
                       "' is ", cfg.grid[d], "; this device allows 1 to ", lim.max_grid[d],
                       ". Use more threads per block or a grid-stride loop.");
   }
+  const int64_t threads = cfg.block[0] * cfg.block[1] * cfg.block[2];
   TORCH_CHECK_VALUE(threads <= state.max_threads_per_block, "torch_cudajit: block of kernel '",
                     decl_->name, "' has ", threads, " threads (", cfg.block[0], "x", cfg.block[1],
                     "x", cfg.block[2], "); this kernel allows at most ",
@@ -191,24 +185,10 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
   }
   TORCH_CHECK_VALUE(cfg.shared_mem >= 0, "torch_cudajit: shared memory size must be >= 0, got ",
                     cfg.shared_mem);
+}
 
-  const bool track_writes = spec.writes_tensors;
-  if (track_writes && c10::GradMode::is_enabled()) {
-    for (size_t i = 0; i < n; ++i)
-      if (spec.slots[i].written)
-        check_write_untracked(*args[i].tensor, decl_->name,
-                              "parameter '" + decl_->params[i].name + "'");
-  }
-
-  // Pack the parameters. Small kernels (nearly all) use the stack.
-  alignas(16) char small[1024];
-  std::vector<char> large;
-  char* buf = small;
-  if (spec.buffer_size > sizeof(small)) {
-    large.resize(spec.buffer_size + 16);
-    buf = large.data();
-  }
-  void* ptrs[kMaxParams];
+void Dispatcher::pack(const Specialization& spec, const Arg* args, size_t n, char* buf,
+                      void** ptrs) const {
   for (size_t i = 0; i < n; ++i) {
     const Specialization::Slot& slot = spec.slots[i];
     const Arg& a = args[i];
@@ -268,6 +248,57 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
         break;
     }
   }
+}
+
+void Dispatcher::launch_cooperative(LoadedKernel& kernel, int device, const LaunchConfig& cfg,
+                                    CUstream stream, void** ptrs) {
+  // A grid-wide barrier needs every block resident at once: a larger grid would hang.
+  const DeviceLimits& lim = device_limits(device);
+  TORCH_CHECK_VALUE(lim.cooperative_launch, "torch_cudajit: kernel '", decl_->name,
+                    "' synchronizes the whole grid, but device ", device,
+                    " does not support cooperative launches.");
+  const int64_t threads = cfg.block[0] * cfg.block[1] * cfg.block[2];
+  const int64_t blocks = cfg.grid[0] * cfg.grid[1] * cfg.grid[2];
+  const int per_sm = kernel.max_active_blocks_per_sm(static_cast<int>(threads),
+                                                     static_cast<size_t>(cfg.shared_mem));
+  const int64_t max_blocks = int64_t(per_sm) * lim.multiprocessors;
+  TORCH_CHECK_VALUE(blocks <= max_blocks, "torch_cudajit: kernel '", decl_->name,
+                    "' synchronizes the whole grid, so all its blocks must be resident at "
+                    "once; the grid has ", blocks, " blocks but at most ", max_blocks, " (",
+                    per_sm, " per SM x ", lim.multiprocessors, " SMs) fit with ", threads,
+                    " threads and ", cfg.shared_mem, " bytes of dynamic shared memory per "
+                    "block. Launch at most kernel.max_cooperative_grid_blocks(block) blocks.");
+  CJ_CHECK(cuLaunchCooperativeKernel, kernel.function(), static_cast<unsigned>(cfg.grid[0]),
+           static_cast<unsigned>(cfg.grid[1]), static_cast<unsigned>(cfg.grid[2]),
+           static_cast<unsigned>(cfg.block[0]), static_cast<unsigned>(cfg.block[1]),
+           static_cast<unsigned>(cfg.block[2]), static_cast<unsigned>(cfg.shared_mem), stream,
+           ptrs);
+}
+
+void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int device,
+                        const LaunchConfig& cfg) {
+  TORCH_INTERNAL_ASSERT(n == spec.slots.size(), "argument count changed after keying");
+  TORCH_INTERNAL_ASSERT(cfg.forall_tasks == 0, "a forall configuration reached launch(spec)");
+  DeviceScope scope(device);
+  LoadedKernel& kernel = spec.loaded();
+  check_config(kernel, device, cfg);
+  const bool track_writes = spec.writes_tensors;
+  if (track_writes && c10::GradMode::is_enabled()) {
+    for (size_t i = 0; i < n; ++i)
+      if (spec.slots[i].written)
+        check_write_untracked(*args[i].tensor, decl_->name,
+                              "parameter '" + decl_->params[i].name + "'");
+  }
+  // Pack the parameters. Small kernels (nearly all) use the stack.
+  alignas(16) char small[1024];
+  std::vector<char> large;
+  char* buf = small;
+  if (spec.buffer_size > sizeof(small)) {
+    large.resize(spec.buffer_size + 16);
+    buf = large.data();
+  }
+  void* ptrs[kMaxParams];
+  pack(spec, args, n, buf, ptrs);
   CUstream stream = cfg.has_stream ? cfg.stream : detail::current_cuda_stream(device);
   // Debug mode: clear the failure record on the launch's stream, so that a failure recorded
   // by an earlier launch (another stream, a graph replay) is never reported for this one.
@@ -278,25 +309,7 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
       CJ_CHECK(cuMemsetD8Async, debug_record.first, 0, debug_record.second, stream);
   }
   if (cooperative()) {
-    // A grid-wide barrier needs every block resident at once: a larger grid would hang.
-    TORCH_CHECK_VALUE(lim.cooperative_launch, "torch_cudajit: kernel '", decl_->name,
-                      "' synchronizes the whole grid, but device ", device,
-                      " does not support cooperative launches.");
-    const int64_t blocks = cfg.grid[0] * cfg.grid[1] * cfg.grid[2];
-    const int per_sm = kernel.max_active_blocks_per_sm(static_cast<int>(threads),
-                                                       static_cast<size_t>(cfg.shared_mem));
-    const int64_t max_blocks = int64_t(per_sm) * lim.multiprocessors;
-    TORCH_CHECK_VALUE(blocks <= max_blocks, "torch_cudajit: kernel '", decl_->name,
-                      "' synchronizes the whole grid, so all its blocks must be resident at "
-                      "once; the grid has ", blocks, " blocks but at most ", max_blocks, " (",
-                      per_sm, " per SM x ", lim.multiprocessors, " SMs) fit with ", threads,
-                      " threads and ", cfg.shared_mem, " bytes of dynamic shared memory per "
-                      "block. Launch at most kernel.max_cooperative_grid_blocks(block) blocks.");
-    CJ_CHECK(cuLaunchCooperativeKernel, kernel.function(), static_cast<unsigned>(cfg.grid[0]),
-             static_cast<unsigned>(cfg.grid[1]), static_cast<unsigned>(cfg.grid[2]),
-             static_cast<unsigned>(cfg.block[0]), static_cast<unsigned>(cfg.block[1]),
-             static_cast<unsigned>(cfg.block[2]), static_cast<unsigned>(cfg.shared_mem), stream,
-             ptrs);
+    launch_cooperative(kernel, device, cfg, stream, ptrs);
   } else {
     CJ_CHECK(cuLaunchKernel, reinterpret_cast<CUfunction>(kernel.handle()),
              static_cast<unsigned>(cfg.grid[0]), static_cast<unsigned>(cfg.grid[1]),
@@ -350,83 +363,6 @@ void check_write_untracked(const at::Tensor& t, const std::string& kernel, const
               "track the write. Write into a tensor that does not require grad (torch.empty(...), "
               "or t.detach()), launch under torch.no_grad(), or wrap the launch in a "
               "torch.autograd.Function that defines backward.");
-}
-
-namespace {
-
-// The device's CjDebugRecord (torch_cudajit/include/cj/cj.cuh), field for field.
-struct DebugRecord {
-  uint32_t kind;
-  uint32_t line;
-  uint32_t thread[3];
-  uint32_t block[3];
-  int32_t dim;
-  int32_t rank;
-  int64_t index;
-  int64_t shape[8];
-  char file[128];
-  char message[256];
-};
-static_assert(sizeof(DebugRecord) == 496, "DebugRecord must match CjDebugRecord in cj.cuh");
-
-}  // namespace
-
-KernelAssertionError::KernelAssertionError(std::string message, std::string kernel_name,
-                                           std::string file, int line,
-                                           std::array<unsigned, 3> thread,
-                                           std::array<unsigned, 3> block, bool bounds,
-                                           int64_t index, int dim, std::vector<int64_t> shape)
-    : c10::Error(std::move(message), /*backtrace=*/nullptr),
-      kernel_name_(std::move(kernel_name)),
-      file_(std::move(file)),
-      line_(line),
-      thread_(thread),
-      block_(block),
-      bounds_(bounds),
-      index_(index),
-      dim_(dim),
-      shape_(std::move(shape)) {}
-
-void Dispatcher::check_debug_record(CUdeviceptr ptr, size_t size, CUstream stream) {
-  // Reading the record needs a synchronization, which a CUDA graph capture forbids.
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  CJ_CHECK(cuStreamIsCapturing, stream, &capture);
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return;
-  TORCH_INTERNAL_ASSERT(size == sizeof(DebugRecord), "cj_debug_record is ", size,
-                        " bytes; the host expects ", sizeof(DebugRecord));
-  CJ_CHECK(cuStreamSynchronize, stream);
-  DebugRecord r;
-  CJ_CHECK(cuMemcpyDtoH, &r, ptr, sizeof(r));
-  if (r.kind == 0) return;
-  r.file[sizeof(r.file) - 1] = 0;
-  r.message[sizeof(r.message) - 1] = 0;
-  std::ostringstream where;
-  where << r.file << ":" << r.line << " in thread (" << r.thread[0] << ", " << r.thread[1] << ", "
-        << r.thread[2] << ") of block (" << r.block[0] << ", " << r.block[1] << ", " << r.block[2]
-        << ")";
-  std::ostringstream os;
-  std::vector<int64_t> shape;
-  if (r.kind == 1) {
-    const int rank = std::max(0, std::min<int>(r.rank, 8));
-    shape.assign(r.shape, r.shape + rank);
-    os << "torch_cudajit: kernel '" << decl_->name << "' indexed out of bounds at " << where.str()
-       << ": index " << r.index << " is outside dimension " << r.dim << " of size "
-       << (r.dim >= 0 && r.dim < rank ? r.shape[r.dim] : -1) << " of an array of shape [";
-    for (int d = 0; d < rank; ++d) os << (d ? ", " : "") << r.shape[d];
-    os << "]. The access was not performed; the CUDA context is still usable.";
-  } else {
-    std::string text(r.message);
-    const size_t sep = text.find('\x1f');
-    const std::string condition = sep == std::string::npos ? text : text.substr(0, sep);
-    const std::string message = sep == std::string::npos ? "" : text.substr(sep + 1);
-    os << "torch_cudajit: kernel '" << decl_->name << "' failed cj_assert(" << condition
-       << ") at " << where.str() << ": " << message
-       << ". The CUDA context is still usable.";
-  }
-  throw KernelAssertionError(os.str(), decl_->name, r.file, static_cast<int>(r.line),
-                             {r.thread[0], r.thread[1], r.thread[2]},
-                             {r.block[0], r.block[1], r.block[2]}, r.kind == 1, r.index, r.dim,
-                             std::move(shape));
 }
 
 void Dispatcher::launch(const Arg* args, size_t n, const LaunchConfig& cfg) {

@@ -397,4 +397,5 @@ PYBIND11_MODULE(_C, m) {
   bind_dispatcher(m);
   torch_cudajit::python::bind_definitions(m);
   torch_cudajit::python::bind_launchers(m);
+  torch_cudajit::python::bind_op_launcher(m);
 }

@@ -17,7 +17,6 @@
 
 #include "../cache.h"
 #include "../cuda_api.h"
-#include "../ops/op_call.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/SmallVector.h>
@@ -28,7 +27,9 @@
 
 namespace py = pybind11;
 using namespace torch_cudajit;
+using torch_cudajit::python::gc_tracks_fallback;
 using torch_cudajit::python::get_or_compile;
+using torch_cudajit::python::translating_errors;
 
 namespace {
 
@@ -149,22 +150,6 @@ std::shared_ptr<Specialization> get_or_compile(Dispatcher& d, const SpecKey& key
 
 namespace {
 
-// Runs the body of a tp_call: a pending Python error is restored, and a C++ exception goes
-// through every registered translator (torch's c10 errors -> TypeError/ValueError,
-// CompileError); either way the call returns nullptr.
-template <class Body>
-PyObject* translating_errors(Body&& body) {
-  try {
-    return body();
-  } catch (py::error_already_set& e) {
-    e.restore();
-    return nullptr;
-  } catch (...) {
-    pybind11::detail::try_translate_exceptions();
-    return nullptr;
-  }
-}
-
 /// A kernel configured with grid, block, stream and shared memory: kernel[grid, block](...).
 struct Launcher {
   std::shared_ptr<Dispatcher> dispatcher;
@@ -273,31 +258,6 @@ CUstream checked_stream(const py::object& stream) {
   return s;
 }
 
-// Launchers hold their kernel's Python slow path (`fallback`), and the kernel caches its
-// launchers: a reference cycle through C++ that the garbage collector must see, or every kernel
-// ever configured would stay alive with its compiled code. This makes the type a GC type whose
-// traversal visits `fallback`.
-template <typename T>
-py::custom_type_setup gc_tracks_fallback() {
-  return py::custom_type_setup([](PyHeapTypeObject* heap_type) {
-    PyTypeObject* type = &heap_type->ht_type;
-    type->tp_flags |= Py_TPFLAGS_HAVE_GC;
-    type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) -> int {
-      Py_VISIT(Py_TYPE(self));
-      auto* inst = reinterpret_cast<py::detail::instance*>(self);
-      if (!inst->get_value_and_holder().holder_constructed()) return 0;  // not initialised yet
-      Py_VISIT(py::cast<T&>(py::handle(self)).fallback.ptr());
-      return 0;
-    };
-    type->tp_clear = [](PyObject* self) -> int {
-      auto* inst = reinterpret_cast<py::detail::instance*>(self);
-      if (inst->get_value_and_holder().holder_constructed())
-        py::cast<T&>(py::handle(self)).fallback = py::none();
-      return 0;
-    };
-  });
-}
-
 // Issues the launcher's pending warning once (LowOccupancyWarning); None, or NULL on error.
 PyObject* warn_once(Launcher& l) {
   std::string text = std::move(l.warning);
@@ -324,60 +284,6 @@ PyObject* launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
   });
 }
 
-// kernel.op[grid, block](...) in eager mode: a call of the cudajit::launch op through the C++
-// dispatcher. torch.ops would convert all fourteen arguments from Python on every call (most of
-// that cost is torch's __torch_function__ probe of the kernel object and its argument parsing;
-// benchmarks/op_overhead.py measures it); this converts the kernel object once, when the
-// launcher is made.
-struct OpLauncher {
-  c10::intrusive_ptr<KernelObject> kernel;
-  std::vector<c10::SymInt> grid, block;
-  c10::SymInt shared_mem{0};
-  py::object fallback;  // binds keyword arguments, then calls back with positional ones
-
-  void launch(PyObject* args) {
-    const auto& params = kernel->dispatcher().decl().params;
-    const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(args));
-    TORCH_CHECK_TYPE(n == params.size(), "torch_cudajit: kernel '", kernel->name(), "' takes ",
-                     params.size(), " argument(s), got ", n, ".");
-    OpCall call(kernel);
-    for (size_t i = 0; i < n; ++i) {
-      PyObject* o = PyTuple_GET_ITEM(args, i);
-      if (THPVariable_Check(o)) {
-        call.value(THPVariable_Unpack(o));
-        continue;
-      }
-      const ParamRole role = call.next_role();
-      TORCH_CHECK_TYPE(role == ParamRole::kScalar || role == ParamRole::kAuto,
-                       "torch_cudajit: parameter '", params[i].name, "' of kernel '",
-                       kernel->name(), "' takes a tensor; got ", Py_TYPE(o)->tp_name, ".");
-      if (PyBool_Check(o)) call.number(o == Py_True);
-      else if (PyLong_Check(o)) call.number(static_cast<int64_t>(PyLong_AsLongLong(o)));
-      else if (PyFloat_Check(o)) call.number(PyFloat_AS_DOUBLE(o));
-      else if (PyComplex_Check(o))
-        call.number(c10::complex<double>(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)));
-      else
-        TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", params[i].name, "' of kernel '",
-                         kernel->name(), "' takes a number on the op path; got ",
-                         Py_TYPE(o)->tp_name, ".");
-      if (PyErr_Occurred()) throw py::error_already_set();
-    }
-    call.launch(grid, block, shared_mem);
-  }
-};
-
-PyObject* op_launcher_call(PyObject* self, PyObject* args, PyObject* kwargs) {
-  return translating_errors([&]() -> PyObject* {
-    OpLauncher& l = py::cast<OpLauncher&>(py::handle(self));
-    if (kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0) {
-      l.launch(args);
-      Py_RETURN_NONE;
-    }
-    py::object r = l.fallback(py::handle(self), py::reinterpret_borrow<py::tuple>(args),
-                              py::reinterpret_borrow<py::dict>(kwargs));
-    return r.release().ptr();
-  });
-}
 }  // namespace
 
 namespace torch_cudajit::python {
@@ -420,28 +326,6 @@ void bind_launchers(py::module_& m) {
       .def_property_readonly("grid", [](const Launcher& l) { return l.config.grid; })
       .def_property_readonly("block", [](const Launcher& l) { return l.config.block; })
       .def_property_readonly("shared_mem", [](const Launcher& l) { return l.config.shared_mem; });
-
-  py::class_<OpLauncher, std::shared_ptr<OpLauncher>>(m, "OpLauncher", gc_tracks_fallback<OpLauncher>())
-      .def(py::init([](py::object script_object, std::vector<int64_t> grid,
-                       std::vector<int64_t> block, int64_t shared_mem, py::object fallback) {
-             auto l = std::make_shared<OpLauncher>();
-             auto type = c10::getCustomClassType<c10::intrusive_ptr<KernelObject>>();
-             l->kernel = torch::jit::toIValue(script_object, type).toCustomClass<KernelObject>();
-             for (int64_t g : grid) l->grid.emplace_back(g);
-             for (int64_t b : block) l->block.emplace_back(b);
-             l->shared_mem = c10::SymInt(shared_mem);
-             l->fallback = std::move(fallback);
-             return l;
-           }),
-           py::arg("script_object"), py::arg("grid"), py::arg("block"), py::arg("shared_mem"),
-           py::arg("fallback"))
-      .def("launch_normalized", [](OpLauncher& l, py::tuple args) { l.launch(args.ptr()); });
-  {
-    py::object op_type = m.attr("OpLauncher");
-    auto* t = reinterpret_cast<PyTypeObject*>(op_type.ptr());
-    t->tp_call = &op_launcher_call;
-    PyType_Modified(t);
-  }
 
   // The hot path: tp_call set directly, so a launch skips pybind11's overload dispatch.
   py::object launcher_type = m.attr("Launcher");
