@@ -1,6 +1,6 @@
-// torch_cudajit: the TorchScript custom class torch.classes.cudajit.Kernel. It holds what
-// defines a kernel (source, name, options), pickles as exactly that, and owns the Dispatcher
-// that compiles and launches it. The cudajit::launch op takes one as its first argument.
+// torch_cudajit: the TorchScript custom class torch.classes.cudajit.Kernel. It holds a kernel's
+// definition (definition.h), pickles as the definition's state, and owns the Dispatcher that
+// compiles and launches it. The cudajit::launch op takes one as its first argument.
 #pragma once
 
 #include "../dispatcher.h"
