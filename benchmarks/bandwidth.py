@@ -103,11 +103,65 @@ def cupy_axpy():
     return run
 
 
+def sweep():
+    """Launch shapes forall could choose, measured against torch.add: grids for the grid-stride
+    helper (waves of resident blocks, and one pass of kUnroll vectors per thread) and block sizes
+    for the one-element-per-thread README kernel."""
+    helper, readme = cj.jit(HELPER), cj.jit(README)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"# forall sweep, {torch.cuda.get_device_name(0)}: GB/s (median), ratio to torch.add")
+    for dtype in (torch.float32, torch.bfloat16):
+        for e in (20, 22, 24, 26, 28):
+            n = 1 << e
+            x = torch.randn(n, device="cuda", dtype=dtype)
+            y = torch.randn(n, device="cuda", dtype=dtype)
+            out = torch.empty_like(x)
+            inner = max(1, min(200, (1 << 26) // n))
+            per_thread = 4 * (16 // x.element_size())  # kUnroll vectors of 16 bytes
+            gbs = lambda fn: 3 * n * x.element_size() / time_ms(fn, 9, inner) / 1e6  # noqa: E731
+            ref = gbs(lambda: torch.add(y, x, alpha=2.0, out=out))
+            cells = [f"torch.add {ref:.0f}"]
+            cells.append(f"forall {gbs(lambda: helper.forall(n)(out, x, y, 2.0)) / ref:.3f}")
+            for waves in (1, 2, 4, 8, 16):
+                g = waves * sms * 8
+                cells.append(f"{waves}w {gbs(lambda: helper[g, 256](out, x, y, 2.0)) / ref:.3f}")
+            for block in (128, 256, 512):
+                g = max(1, -(-n // (block * per_thread)))
+                cells.append(f"pass/{block} {gbs(lambda: helper[g, block](out, x, y, 2.0)) / ref:.3f}")
+            for block in (128, 256, 512, 1024):
+                g = -(-n // block)
+                cells.append(f"readme/{block} {gbs(lambda: readme[g, block](out, x, y, 2.0)) / ref:.3f}")
+            print(f"{str(dtype)[6:]} 2^{e}: " + ", ".join(cells), flush=True)
+            del x, y, out
+    # The context's L2 fetch granularity (a driver hint, cuCtxSetLimit) against the one-element
+    # kernel, which moves too few bytes per thread to keep enough requests in flight.
+    import ctypes
+    driver = ctypes.CDLL("libcuda.so.1")
+    for granularity in (32, 64, 128):
+        if driver.cuCtxSetLimit(5, ctypes.c_size_t(granularity)) != 0:  # CU_LIMIT_MAX_L2_FETCH_GRANULARITY
+            print(f"L2 fetch granularity {granularity}: refused")
+            continue
+        for dtype in (torch.float32, torch.bfloat16):
+            n = 1 << 26
+            x = torch.randn(n, device="cuda", dtype=dtype)
+            y = torch.randn(n, device="cuda", dtype=dtype)
+            out = torch.empty_like(x)
+            gbs = lambda fn: 3 * n * x.element_size() / time_ms(fn, 9, 1) / 1e6  # noqa: E731
+            ref = gbs(lambda: torch.add(y, x, alpha=2.0, out=out))
+            one = gbs(lambda: readme[-(-n // 256), 256](out, x, y, 2.0))
+            print(f"L2 fetch granularity {granularity}, {str(dtype)[6:]} 2^26: torch.add {ref:.0f}, "
+                  f"readme/256 {one:.0f} ({one / ref:.3f})", flush=True)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--plot", default=None, help="write a PNG plot of GB/s against size")
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    ap.add_argument("--sweep", action="store_true", help="only the forall launch-shape sweep")
     args = ap.parse_args()
+    if args.sweep:
+        return sweep()
     helper, readme, raw = cj.jit(HELPER), cj.jit(README), cj.jit(RAW)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = {

@@ -50,6 +50,7 @@ def bench_all():
     launch = k[1, N]
     rows.append(("torch_cudajit kernel[1, 256](out, x, y, 2.0)", per_call_us(lambda: launch(out, x, y, 2.0))))
     rows.append(("torch_cudajit kernel[1, 256] looked up per call", per_call_us(lambda: k[1, N](out, x, y, 2.0))))
+    rows.append(("torch_cudajit kernel.forall(256)(out, x, y, 2.0)", per_call_us(lambda: k.forall(N)(out, x, y, 2.0))))
     sk = k.specialize(out, x, y, 2.0)[1, N]
     rows.append(("torch_cudajit specialize(...)[1, 256]", per_call_us(lambda: sk(out, x, y, 2.0))))
     raw = cj.jit(RAW_SRC)[1, N]

@@ -23,110 +23,13 @@ namespace {
 
 using detail::dirname_of;
 using detail::read_file;
+using detail::Include;
+using detail::scan_includes;
 
 // Salts every key; bump it when the record of a compile (compile_cache.cpp) changes, so that
 // old entries are never read as new ones.
 constexpr uint32_t kKeyVersion = 1;
 
-struct Include {
-  std::string name;
-  bool quoted;
-};
-
-// The text as the preprocessor's directive reader sees it: backslash-newlines joined, comments
-// replaced by a space (string and character literals kept), one entry per logical line.
-std::vector<std::string> logical_lines(const std::string& text) {
-  std::vector<std::string> lines(1);
-  enum { kCode, kLineComment, kBlockComment, kString, kChar } state = kCode;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    const char next = i + 1 < text.size() ? text[i + 1] : '\0';
-    if (c == '\\' && (next == '\n' || (next == '\r' && i + 2 < text.size() && text[i + 2] == '\n'))) {
-      i += next == '\r' ? 2 : 1;  // a continuation: the logical line goes on
-      continue;
-    }
-    if (c == '\n') {
-      if (state == kLineComment || state == kString || state == kChar) state = kCode;
-      if (state == kCode) lines.emplace_back();
-      continue;  // a newline inside a block comment keeps the logical line (it is a space)
-    }
-    std::string& line = lines.back();
-    switch (state) {
-      case kCode:
-        if (c == '/' && next == '/') { state = kLineComment; line += ' '; ++i; }
-        else if (c == '/' && next == '*') { state = kBlockComment; line += ' '; ++i; }
-        else { if (c == '"') state = kString; else if (c == '\'') state = kChar; line += c; }
-        break;
-      case kBlockComment:
-        if (c == '*' && next == '/') { state = kCode; ++i; }
-        break;
-      case kLineComment:
-        break;
-      case kString:
-      case kChar:
-        line += c;
-        if (c == '\\' && i + 1 < text.size()) line += text[++i];
-        else if (c == (state == kString ? '"' : '\'')) state = kCode;
-        break;
-    }
-  }
-  return lines;
-}
-
-// Trimmed, for messages.
-std::string trimmed(const std::string& l) {
-  const size_t b = l.find_first_not_of(" \t\r"), e = l.find_last_not_of(" \t\r");
-  return b == std::string::npos ? "" : l.substr(b, e - b + 1);
-}
-
-// The headers a text reads: #include directives, and the headers whose existence it tests with
-// __has_include. `inexact` receives the first line that names a header through a macro
-// (#include HDR, __has_include(HDR)): what such a text reads depends on the preprocessor, which
-// this scan does not run.
-std::vector<Include> scan_includes(const std::string& text, std::string& inexact) {
-  std::vector<Include> out;
-  auto skip_space = [](const std::string& l, size_t i) {
-    while (i < l.size() && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r')) ++i;
-    return i;
-  };
-  for (const std::string& l : logical_lines(text)) {
-    // __has_include(<name>) reads whether a header exists: the key records that like an
-    // #include (found or not). Only a name given through a macro cannot be resolved.
-    for (size_t at = l.find("__has_include"); at != std::string::npos;
-         at = l.find("__has_include", at + 13)) {
-      size_t j = at + 13;
-      if (l.compare(j, 5, "_next") == 0) j += 5;
-      j = skip_space(l, j);
-      if (j >= l.size() || l[j] != '(') continue;  // defined(__has_include)
-      j = skip_space(l, j + 1);
-      const char close = j < l.size() && l[j] == '"' ? '"' : j < l.size() && l[j] == '<' ? '>' : 0;
-      const size_t end = close ? l.find(close, j + 1) : std::string::npos;
-      if (end != std::string::npos) {
-        out.push_back({l.substr(j + 1, end - j - 1), close == '"'});
-      } else if (inexact.empty()) {
-        inexact = trimmed(l);
-      }
-    }
-    size_t i = skip_space(l, 0);
-    if (i >= l.size() || l[i] != '#') continue;
-    i = skip_space(l, i + 1);
-    size_t word = i;
-    while (i < l.size() && (std::isalnum(static_cast<unsigned char>(l[i])) || l[i] == '_')) ++i;
-    const std::string directive = l.substr(word, i - word);
-    if (directive != "include" && directive != "include_next" && directive != "import") continue;
-    i = skip_space(l, i);
-    if (i < l.size() && (l[i] == '"' || l[i] == '<')) {
-      const char close = l[i] == '"' ? '"' : '>';
-      const size_t end = l.find(close, i + 1);
-      if (end != std::string::npos) {
-        out.push_back({l.substr(i + 1, end - i - 1), close == '"'});
-        continue;
-      }
-    }
-    if (inexact.empty()) inexact = trimmed(l);  // #include MACRO, or a malformed directive
-  }
-  return out;
-}
 
 // What the key needs of one header file, memoized per process while the file is unchanged.
 struct HeaderFacts {

@@ -60,7 +60,7 @@ KernelDefinition::KernelDefinition(std::shared_ptr<const Program> program,
   // Decided once: the launch path only reads the flags.
   cooperative_ = options_.cooperative >= 0 ? options_.cooperative != 0
                                            : program_->cooperative(decl_->name);
-  grid_strides_ = program_->grid_strides(decl_->name);
+  task_loop_ = program_->task_loop(decl_->name);
   Sha256 h;
   // The program's digest stands for its source and file name (hashed once per program).
   h.field(program_->digest()).field(decl_->name).field(requested_std_).field(options_.template_args);

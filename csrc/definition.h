@@ -88,8 +88,10 @@ class KernelDefinition {
   const std::vector<ParamRole>& roles() const { return roles_; }
   /// Launched with cuLaunchCooperativeKernel (forced, or a grid-wide barrier in its text).
   bool cooperative() const { return cooperative_; }
+  /// How the kernel's own text covers forall's tasks (Program::task_loop).
+  TaskLoop task_loop() const { return task_loop_; }
   /// The kernel's own text calls cj::for_each or cj::elementwise, which loop over the grid.
-  bool grid_strides() const { return grid_strides_; }
+  bool grid_strides() const { return task_loop_ != TaskLoop::kOnePerThread; }
   /// 16 hex characters of SHA-256 over what defines the kernel: equal definitions have equal
   /// fingerprints.
   const std::string& fingerprint() const { return fingerprint_; }
@@ -104,7 +106,7 @@ class KernelDefinition {
   std::vector<ParamBinding> bindings_;
   std::vector<ParamRole> roles_;
   bool cooperative_ = false;
-  bool grid_strides_ = false;
+  TaskLoop task_loop_ = TaskLoop::kOnePerThread;
   std::string fingerprint_;
 };
 

@@ -53,9 +53,8 @@ struct LaunchConfig {
   int64_t shared_mem = 0;
   bool has_stream = false;  ///< false: the current torch stream of the tensors' device
   CUstream stream = nullptr;
-  /// When > 0, a forall launch over this many tasks: the block size comes from the occupancy
-  /// API and the grid covers the tasks (at most one wave of resident blocks for a kernel that
-  /// loops over the grid); grid and block above are ignored.
+  /// When > 0, a forall launch over this many tasks (Dispatcher::forall_launch chooses the grid
+  /// and block); grid and block above are ignored.
   int64_t forall_tasks = 0;
 };
 
@@ -204,12 +203,12 @@ class Dispatcher {
   /// tensor's version counter is bumped after the launch, as torch's in-place ops do (in
   /// inference mode too; inference tensors have no counter).
   void launch(const Arg* args, size_t n, const LaunchConfig& cfg);
-  /// Block size chosen by the occupancy API for 1-D launches of a specialization.
-  /// forall(n)'s launch: the block size, and the most blocks worth launching (one full wave of
-  /// resident blocks) when the kernel loops over its work with a grid stride, else 0 (the grid
-  /// must then cover every task).
-  std::pair<int, int64_t> forall_config(Specialization& spec, int device);
-  /// The grid and block of a forall launch of `tasks` tasks (cfg with those filled in).
+  /// The grid and block of a forall launch of cfg.forall_tasks tasks (cfg with those filled in
+  /// and forall_tasks 0). The block size comes from the occupancy API (256 threads where that
+  /// keeps the occupancy). The grid gives each thread one task, except that a cj::elementwise
+  /// kernel whose arrays are all contiguous and 16-byte aligned gets one thread per
+  /// kElementwiseVectors vectors: one step of its loop, as torch's own vectorized kernels do.
+  /// A grid-stride kernel's grid is capped at the most blocks CUDA allows.
   LaunchConfig forall_launch(Specialization& spec, int device, LaunchConfig cfg);
   /// True when the kernel's own text calls cj::for_each or cj::elementwise, which loop over the
   /// grid, so that any grid covers its work.

@@ -240,6 +240,47 @@ CXTranslationUnit parse(CXIndex index, const std::string& main, const std::strin
   return err == 0 ? tu : nullptr;
 }
 
+// Parses a new text of `main` into a translation unit that held an earlier one, under the same
+// arguments; false when libclang refused (the unit is then unusable).
+bool reparse(CXTranslationUnit tu, const std::string& main, const std::string& text) {
+  CXUnsavedFile files[2] = {{main.c_str(), text.data(), text.size()},
+                            {kPreludePath, kPrelude, std::char_traits<char>::length(kPrelude)}};
+  return libclang().clang_reparseTranslationUnit(tu, 2, files, 0) == 0;
+}
+
+// Translation units kept after a parse, by arguments and file name, to parse the next source of
+// that name into: a reparse skips the driver and the set-up of a compiler, which are a fixed
+// part of every parse. Only used under parse_kernels' lock.
+struct KeptUnit {
+  std::string key;
+  CXTranslationUnit tu;
+};
+std::vector<KeptUnit>& kept_units() {
+  static auto* units = new std::vector<KeptUnit>();  // never destroyed, like the preambles
+  return *units;
+}
+constexpr size_t kKeptUnits = 4;
+
+CXTranslationUnit take_kept_unit(const std::string& key) {
+  auto& units = kept_units();
+  for (auto it = units.begin(); it != units.end(); ++it)
+    if (it->key == key) {
+      CXTranslationUnit tu = it->tu;
+      units.erase(it);
+      return tu;
+    }
+  return nullptr;
+}
+
+void keep_unit(std::string key, CXTranslationUnit tu) {
+  auto& units = kept_units();
+  if (units.size() >= kKeptUnits) {
+    libclang().clang_disposeTranslationUnit(units.front().tu);
+    units.erase(units.begin());
+  }
+  units.push_back({std::move(key), tu});
+}
+
 // True when a fatal diagnostic says the precompiled preamble could not be used.
 bool preamble_rejected(CXTranslationUnit tu) {
   const auto& c = libclang();
@@ -352,18 +393,29 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
   static std::mutex parse_mutex;
   std::lock_guard<std::mutex> lock(parse_mutex);
   CXTranslationUnit tu = nullptr;
+  std::string kept_key;  // set when the unit may be kept for the next source of this name
   const std::string pch = preamble_pch(index, argv);
   if (!pch.empty()) {
     with_pch.push_back("-include-pch");
     with_pch.push_back(pch);
-    tu = parse(index, main, source, with_pch, kOptions);
+    kept_key = preamble_key(with_pch) + main;
+    tu = take_kept_unit(kept_key);
+    if (tu != nullptr && !reparse(tu, main, source)) {
+      c.clang_disposeTranslationUnit(tu);
+      tu = nullptr;
+    }
+    if (tu == nullptr) tu = parse(index, main, source, with_pch, kOptions);
     if (tu != nullptr && preamble_rejected(tu)) {
       c.clang_disposeTranslationUnit(tu);
       tu = nullptr;
+      kept_key.clear();
       forget_preamble(argv);
     }
   }
-  if (tu == nullptr) tu = parse(index, main, source, argv, kOptions);
+  if (tu == nullptr) {
+    kept_key.clear();
+    tu = parse(index, main, source, argv, kOptions);
+  }
   if (tu == nullptr) {
     std::string line;
     for (const auto& a : argv) line += " " + a;
@@ -373,7 +425,10 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
   Walk w{source, {}, false, {}};
   t_main_file = c.clang_getFile(tu, main.c_str());
   visit_children(c.clang_getTranslationUnitCursor(tu), w);
-  c.clang_disposeTranslationUnit(tu);
+  if (!kept_key.empty() && tu != nullptr)
+    keep_unit(std::move(kept_key), tu);
+  else
+    c.clang_disposeTranslationUnit(tu);
   return std::move(w.out);
 }
 

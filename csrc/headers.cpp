@@ -11,8 +11,10 @@
 
 #include <dlfcn.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <mutex>
 
 #ifndef CJ_SOURCE_INCLUDE_DIR
@@ -128,10 +130,9 @@ std::vector<std::string> frontend_args(const std::vector<std::string>& options,
   std::vector<std::string> args = {"-std=" + (std.empty() ? std::string("c++17") : std)};
   const std::vector<std::string> include_dirs = default_include_dirs();
   for (const auto& dir : include_dirs) args.push_back("-I" + dir);
-  if (include_dirs.size() > 1) {  // as in nvrtc_options
-    args.push_back("-DCJ_HAVE_FP16");
-    args.push_back("-DCJ_HAVE_BF16");
-  }
+  // The front end always reads everything cj/cj.cuh can give: its preamble is parsed once per
+  // process for every source, and a declaration may name any of it.
+  for (const std::string& m : detail::implicit_macros({true, true})) args.push_back(m);
   const int version = detail::nvrtc_version();
   args.push_back("-D__CUDACC_VER_MAJOR__=" + std::to_string(version / 1000));
   args.push_back("-D__CUDACC_VER_MINOR__=" + std::to_string(version % 1000 / 10));
@@ -150,4 +151,197 @@ std::vector<std::string> frontend_args(const std::vector<std::string>& options,
 }
 
 
+namespace detail {
+
+// The text as the preprocessor's directive reader sees it: backslash-newlines joined, comments
+// replaced by a space (string and character literals kept), one entry per logical line.
+static std::vector<std::string> logical_lines(const std::string& text) {
+  std::vector<std::string> lines(1);
+  enum { kCode, kLineComment, kBlockComment, kString, kChar } state = kCode;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const char next = i + 1 < text.size() ? text[i + 1] : '\0';
+    if (c == '\\' && (next == '\n' || (next == '\r' && i + 2 < text.size() && text[i + 2] == '\n'))) {
+      i += next == '\r' ? 2 : 1;  // a continuation: the logical line goes on
+      continue;
+    }
+    if (c == '\n') {
+      if (state == kLineComment || state == kString || state == kChar) state = kCode;
+      if (state == kCode) lines.emplace_back();
+      continue;  // a newline inside a block comment keeps the logical line (it is a space)
+    }
+    std::string& line = lines.back();
+    switch (state) {
+      case kCode:
+        if (c == '/' && next == '/') { state = kLineComment; line += ' '; ++i; }
+        else if (c == '/' && next == '*') { state = kBlockComment; line += ' '; ++i; }
+        else { if (c == '"') state = kString; else if (c == '\'') state = kChar; line += c; }
+        break;
+      case kBlockComment:
+        if (c == '*' && next == '/') { state = kCode; ++i; }
+        break;
+      case kLineComment:
+        break;
+      case kString:
+      case kChar:
+        line += c;
+        if (c == '\\' && i + 1 < text.size()) line += text[++i];
+        else if (c == (state == kString ? '"' : '\'')) state = kCode;
+        break;
+    }
+  }
+  return lines;
+}
+
+// Trimmed, for messages.
+static std::string trimmed(const std::string& l) {
+  const size_t b = l.find_first_not_of(" \t\r"), e = l.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : l.substr(b, e - b + 1);
+}
+
+// The headers a text reads: #include directives, and the headers whose existence it tests with
+// __has_include. `inexact` receives the first line that names a header through a macro
+// (#include HDR, __has_include(HDR)): what such a text reads depends on the preprocessor, which
+// this scan does not run.
+std::vector<Include> scan_includes(const std::string& text, std::string& inexact) {
+  std::vector<Include> out;
+  auto skip_space = [](const std::string& l, size_t i) {
+    while (i < l.size() && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r')) ++i;
+    return i;
+  };
+  for (const std::string& l : logical_lines(text)) {
+    // __has_include(<name>) reads whether a header exists: the key records that like an
+    // #include (found or not). Only a name given through a macro cannot be resolved.
+    for (size_t at = l.find("__has_include"); at != std::string::npos;
+         at = l.find("__has_include", at + 13)) {
+      size_t j = at + 13;
+      if (l.compare(j, 5, "_next") == 0) j += 5;
+      j = skip_space(l, j);
+      if (j >= l.size() || l[j] != '(') continue;  // defined(__has_include)
+      j = skip_space(l, j + 1);
+      const char close = j < l.size() && l[j] == '"' ? '"' : j < l.size() && l[j] == '<' ? '>' : 0;
+      const size_t end = close ? l.find(close, j + 1) : std::string::npos;
+      if (end != std::string::npos) {
+        out.push_back({l.substr(j + 1, end - j - 1), close == '"'});
+      } else if (inexact.empty()) {
+        inexact = trimmed(l);
+      }
+    }
+    size_t i = skip_space(l, 0);
+    if (i >= l.size() || l[i] != '#') continue;
+    i = skip_space(l, i + 1);
+    size_t word = i;
+    while (i < l.size() && (std::isalnum(static_cast<unsigned char>(l[i])) || l[i] == '_')) ++i;
+    const std::string directive = l.substr(word, i - word);
+    if (directive != "include" && directive != "include_next" && directive != "import") continue;
+    i = skip_space(l, i);
+    if (i < l.size() && (l[i] == '"' || l[i] == '<')) {
+      const char close = l[i] == '"' ? '"' : '>';
+      const size_t end = l.find(close, i + 1);
+      if (end != std::string::npos) {
+        out.push_back({l.substr(i + 1, end - i - 1), close == '"'});
+        continue;
+      }
+    }
+    if (inexact.empty()) inexact = trimmed(l);  // #include MACRO, or a malformed directive
+  }
+  return out;
+}
+
+namespace {
+
+bool contains(std::initializer_list<const char*> names, const std::string& id) {
+  for (const char* n : names)
+    if (id == n) return true;
+  return false;
+}
+
+// Whether an identifier names something of cuda_fp16.h or cuda_bf16.h (see ImplicitNeeds).
+bool names_half_api(const std::string& id) {
+  std::string lower(id);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* part : {"half", "bfloat16", "fp16", "bf16"})
+    if (lower.find(part) != std::string::npos) return true;
+  if (id.rfind("__h", 0) == 0) return true;  // __hadd, __hmul2, __heq, __hisnan, __high2float, ...
+  if (id.size() < 3 || id[0] != 'h') return false;
+  // The half math functions: hsin, h2sqrt, hrcp, htanh_approx, hmax, ...
+  return contains({"ceil", "cos", "exp", "exp10", "exp2", "floor", "log", "log10", "log2", "rcp",
+                   "rint", "rsqrt", "sin", "sqrt", "tanh", "tanh_approx", "trunc", "max", "min"},
+                  id.substr(id[1] == '2' ? 2 : 1));
+}
+
+// Whether an identifier names something the implicit prelude's <math.h> adds (see ImplicitNeeds).
+bool names_math_api(const std::string& id) {
+  if (id == "std" || id.rfind("M_", 0) == 0 || id.rfind("FP_", 0) == 0 || id.rfind("HUGE_VAL", 0) == 0 ||
+      id.rfind("MATH_ERR", 0) == 0)
+    return true;
+  return contains({"INFINITY", "NAN", "float_t", "double_t", "fpclassify", "isnormal", "isgreater",
+                   "isgreaterequal", "isless", "islessequal", "islessgreater", "isunordered",
+                   "isfinite", "isinf", "isnan", "signbit", "abs", "fabs", "fmod", "remainder",
+                   "remquo", "fma", "fmax", "fmin", "fdim", "nan", "exp", "exp2", "expm1", "log",
+                   "log10", "log2", "log1p", "pow", "sqrt", "cbrt", "hypot", "sin", "cos", "tan",
+                   "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh",
+                   "atanh", "erf", "erfc", "tgamma", "lgamma", "ceil", "floor", "trunc", "round",
+                   "lround", "llround", "nearbyint", "rint", "lrint", "llrint", "frexp", "ldexp",
+                   "modf", "scalbn", "scalbln", "ilogb", "logb", "nextafter", "copysign"},
+                  id);
+}
+
+// Whether every header the text includes comes from the plugin's or CUDA's folders.
+bool includes_only_known_headers(const std::string& text) {
+  std::string inexact;
+  const std::vector<Include> includes = scan_includes(text, inexact);
+  if (!inexact.empty()) return false;
+  if (includes.empty()) return true;
+  const std::vector<std::string> dirs = default_include_dirs();
+  for (const Include& inc : includes) {
+    bool known = false;
+    for (const std::string& dir : dirs)
+      if (!inc.name.empty() && inc.name[0] != '/' && file_exists(dir + "/" + inc.name)) {
+        known = true;
+        break;
+      }
+    if (!known) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ImplicitNeeds implicit_needs(const std::string& text) {
+  ImplicitNeeds needs;
+  for (size_t i = 0; i < text.size() && !(needs.half && needs.math);) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (std::isalpha(c) || c == '_') {
+      size_t e = i;
+      while (e < text.size() && (std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_')) ++e;
+      const std::string id = text.substr(i, e - i);
+      needs.half = needs.half || names_half_api(id);
+      needs.math = needs.math || names_math_api(id);
+      i = e;
+    } else if (std::isdigit(c)) {  // a number's suffix or exponent is not an identifier
+      while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_' ||
+                                 text[i] == '.'))
+        ++i;
+    } else {
+      ++i;
+    }
+  }
+  // A header of the user's own may rely on what cj/cj.cuh has always given, so it keeps it all.
+  if (!(needs.half && needs.math) && !includes_only_known_headers(text)) needs = {true, true};
+  return needs;
+}
+
+std::vector<std::string> implicit_macros(const ImplicitNeeds& needs) {
+  std::vector<std::string> out;
+  // Without the CUDA headers cj/cj.cuh cannot include the fp16/bf16 ones.
+  if (needs.half && default_include_dirs().size() > 1) {
+    out.push_back("-DCJ_HAVE_FP16");
+    out.push_back("-DCJ_HAVE_BF16");
+  }
+  if (needs.math) out.push_back("-DCJ_IMPLICIT_MATH");
+  return out;
+}
+
+}  // namespace detail
 }  // namespace torch_cudajit

@@ -21,4 +21,49 @@ std::vector<std::string> frontend_args(const std::vector<std::string>& options,
 /// Overrides the package include directory (the Python package sets its own location).
 void set_package_include_dir(const std::string& dir);
 
+namespace detail {
+
+/// A header named by a directive: `#include "name"` (quoted) or `#include <name>`.
+struct Include {
+  std::string name;
+  bool quoted;
+};
+
+/// The headers a text reads: its #include directives, and the headers whose existence it tests
+/// with __has_include. `inexact` receives the first line that names a header through a macro
+/// (#include HDR, __has_include(HDR)): what such a text reads depends on the preprocessor, which
+/// this scan does not run.
+std::vector<Include> scan_includes(const std::string& text, std::string& inexact);
+
+/// The optional parts of cj/cj.cuh a text compiled after it can use. Each costs a large part of
+/// a small kernel's compile, so cj/cj.cuh includes it only where it can be needed.
+struct ImplicitNeeds {
+  /// CUDA's fp16 and bf16 headers (CJ_HAVE_FP16, CJ_HAVE_BF16): the text names one of their
+  /// types, functions or macros (an identifier with `half`, `bfloat16`, `fp16` or `bf16` in it,
+  /// `__h...`, or one of the `h...` half math functions).
+  bool half = false;
+  /// The implicit prelude's <math.h> (CJ_IMPLICIT_MATH), what nvcc's implicit includes give:
+  /// the text names `std`, a math function without its float suffix (`sqrt`, whose integer
+  /// overloads the prelude adds), a classification function, or a <math.h> macro or type
+  /// (INFINITY, NAN, HUGE_VAL, FP_..., M_..., float_t).
+  bool math = false;
+  ImplicitNeeds& operator|=(const ImplicitNeeds& o) {
+    half = half || o.half;
+    math = math || o.math;
+    return *this;
+  }
+};
+
+/// What a text needs of cj/cj.cuh's optional parts. A text that includes a file from outside the
+/// plugin's and CUDA's folders, or names one through a macro, needs everything: this scan does
+/// not read such files. Comments and strings count too: a false positive costs compile time,
+/// never correctness.
+ImplicitNeeds implicit_needs(const std::string& text);
+
+/// The options that ask cj/cj.cuh for these parts ("-DCJ_HAVE_FP16", "-DCJ_HAVE_BF16",
+/// "-DCJ_IMPLICIT_MATH"); the fp16/bf16 ones only where the CUDA headers were found.
+std::vector<std::string> implicit_macros(const ImplicitNeeds& needs);
+
+}  // namespace detail
+
 }  // namespace torch_cudajit

@@ -140,17 +140,35 @@ void Dispatcher::check_pointees(const Specialization& spec, const Arg* args, siz
   }
 }
 
-std::pair<int, int64_t> Dispatcher::forall_config(Specialization& spec, int device) {
-  DeviceScope scope(device);
-  const auto [block, per_sm] = spec.loaded().forall_block(device);
-  const int64_t wave = static_cast<int64_t>(device_limits(device).multiprocessors) * std::max(per_sm, 1);
-  return {block, def_->grid_strides() ? wave : 0};
+namespace {
+
+// The tasks (elements) one thread of a forall launch covers: one step of cj::elementwise's
+// vector loop when every tensor argument takes it (contiguous and 16-byte aligned), else one.
+int64_t tasks_per_thread(TaskLoop loop, const SpecKey& key) {
+  if (loop != TaskLoop::kElementwise) return 1;
+  size_t widest = 0;
+  for (uint32_t i = 0; i < key.size; ++i) {
+    const ArgSig& a = key.args[i];
+    if (a.kind != ArgKind::kTensor) continue;
+    if ((a.flags & (kContiguousFlag | kAligned16Flag)) != (kContiguousFlag | kAligned16Flag)) return 1;
+    widest = std::max(widest, type_size(a.dtype));
+  }
+  if (widest == 0 || widest >= 16) return 1;
+  return kElementwiseVectors * static_cast<int64_t>(16 / widest);
 }
 
+}  // namespace
+
 LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchConfig cfg) {
-  const auto [block, wave] = forall_config(spec, device);
-  int64_t grid = (cfg.forall_tasks - 1) / block + 1;  // no overflow near INT64_MAX
-  if (wave > 0) grid = std::min(grid, wave);
+  int block = 0;
+  {
+    DeviceScope scope(device);
+    block = spec.loaded().forall_block(device).first;
+  }
+  const int64_t threads = (cfg.forall_tasks - 1) / tasks_per_thread(def_->task_loop(), spec.key) + 1;
+  int64_t grid = (threads - 1) / block + 1;  // no overflow near INT64_MAX
+  constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
+  if (def_->grid_strides()) grid = std::min(grid, kMaxGridX);
   cfg.grid = {grid, 1, 1};
   cfg.block = {block, 1, 1};
   cfg.forall_tasks = 0;

@@ -61,6 +61,7 @@ constexpr int kDiagnosticFatal = 4;
     int (*)(CXIndex, const char*, const char* const*, int, CXUnsavedFile*, unsigned, unsigned,    \
             CXTranslationUnit*))                                                                  \
   X(clang_disposeTranslationUnit, void (*)(CXTranslationUnit))                                    \
+  X(clang_reparseTranslationUnit, int (*)(CXTranslationUnit, unsigned, CXUnsavedFile*, unsigned)) \
   X(clang_getTranslationUnitCursor, CXCursor (*)(CXTranslationUnit))                              \
   X(clang_visitChildren, unsigned (*)(CXCursor, CXCursorVisitor, CXClientData))                   \
   X(clang_getCursorKind, int (*)(CXCursor))                                                       \

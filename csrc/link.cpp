@@ -50,6 +50,8 @@ std::string compile_cu_to_ltoir(const std::string& path, const std::vector<std::
   std::vector<std::string> opts = options;
   opts.push_back("-I" + detail::dirname_of(path));
   opts.push_back("-DCJ_LINKED_FILE");  // cj.cuh's debug globals are defined by the kernel's file
+  // cj/cj.cuh's optional parts, should the file include it.
+  for (const std::string& m : detail::implicit_macros(detail::implicit_needs(text))) opts.push_back(m);
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   nvrtcResult r = detail::nvrtc().nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());

@@ -86,8 +86,12 @@ bool Program::cooperative(const std::string& kernel_name) const {
   return true;
 }
 
-bool Program::grid_strides(const std::string& kernel_name) const {
-  return mentions_grid_stride(source_) && mentions_grid_stride(kernel_region(kernel_name));
+TaskLoop Program::task_loop(const std::string& kernel_name) const {
+  if (!mentions_grid_stride(source_)) return TaskLoop::kOnePerThread;
+  const std::string region = kernel_region(kernel_name);
+  if (region.find("cj::for_each") != std::string::npos) return TaskLoop::kForEach;
+  if (region.find("cj::elementwise") != std::string::npos) return TaskLoop::kElementwise;
+  return TaskLoop::kOnePerThread;
 }
 
 const KernelDecl& Program::kernel(const std::string& name) const {
@@ -102,17 +106,25 @@ const KernelDecl& Program::kernel(const std::string& name) const {
 
 GeneratedSource Program::generate(const std::vector<InstantiationRequest>& requests) const {
   GeneratedSource out{requests, instantiations(requests), {}};
-  // The #line directives keep NVRTC's line numbers those of the user's source.
-  std::ostringstream os;
-  os << "#include <cj/cj.cuh>\n#line 1 \"" << filename_ << "\"\n" << rewritten_ << "\n";
-  os << "#line 1 \"torch_cudajit_generated\"\n";
+  std::ostringstream tail;
   std::vector<std::string> helpers;
   for (const auto& r : requests) {
     if (std::find(helpers.begin(), helpers.end(), r.kernel) != helpers.end()) continue;
     helpers.push_back(r.kernel);
-    os << deduction_helper(kernel(r.kernel));
+    tail << deduction_helper(kernel(r.kernel));
   }
-  for (const auto& inst : out.instantiations) os << inst.alias_definition;
+  for (const auto& inst : out.instantiations) tail << inst.alias_definition;
+  const std::string generated = tail.str();
+  // cj/cj.cuh's optional parts (the fp16/bf16 headers, the prelude's <math.h>) only where the
+  // source or an instantiation (a float16 key, explicit template arguments) can use them: they
+  // are a large part of a small kernel's compile.
+  detail::ImplicitNeeds needs = detail::implicit_needs(rewritten_);
+  needs |= detail::implicit_needs(generated);
+  std::ostringstream os;
+  for (const std::string& m : detail::implicit_macros(needs)) os << "#define " << m.substr(2) << " 1\n";
+  // The #line directives keep NVRTC's line numbers those of the user's source.
+  os << "#include <cj/cj.cuh>\n#line 1 \"" << filename_ << "\"\n" << rewritten_ << "\n";
+  os << "#line 1 \"torch_cudajit_generated\"\n" << generated;
   out.text = os.str();
   return out;
 }
@@ -143,10 +155,14 @@ std::vector<std::string> Program::nvrtc_options(const CompileOptions& o) const {
   std::vector<std::string> opts = {"-arch=" + target, "-std=" + o.std, "-default-device"};
   const std::vector<std::string> include_dirs = default_include_dirs();
   for (const auto& dir : include_dirs) opts.push_back("-I" + dir);
-  if (include_dirs.size() > 1) {  // the CUDA headers were found
-    opts.push_back("-DCJ_HAVE_FP16");
-    opts.push_back("-DCJ_HAVE_BF16");
+  // A user macro or pre-included file may use cj/cj.cuh's optional parts (generate covers the
+  // source).
+  detail::ImplicitNeeds needs;
+  for (const auto& e : o.extra) {
+    needs |= detail::implicit_needs(e);
+    if (e.rfind("-include", 0) == 0 || e.rfind("--pre-include", 0) == 0) needs = {true, true};
   }
+  for (const std::string& m : detail::implicit_macros(needs)) opts.push_back(m);
   if (o.debug) {
     opts.push_back("-G");
     opts.push_back("-DCJ_DEBUG");
@@ -197,7 +213,12 @@ void read_names(nvrtcProgram prog, const std::vector<Instantiation>& insts, Comp
     out.lowered_names.emplace_back(lowered);
     out.name_expressions.push_back(inst.kernel_expression);
     std::vector<ParamProbe> probes;
-    for (const auto& p : inst.probe_expressions) {
+    for (size_t i = 0; i < inst.probe_expressions.size(); ++i) {
+      const std::string& p = inst.probe_expressions[i];
+      if (p.empty()) {  // fixed by the declaration and the key
+        probes.push_back(inst.known_probes[i]);
+        continue;
+      }
       CJ_CHECK(nvrtcGetLoweredName, prog, p.c_str(), &lowered);
       probes.push_back(parse_probe(lowered));
     }
@@ -239,7 +260,8 @@ CompiledProgram Program::compile(const GeneratedSource& generated,
   } destroy{&prog};
   for (const auto& inst : generated.instantiations) {
     CJ_CHECK(nvrtcAddNameExpression, prog, inst.kernel_expression.c_str());
-    for (const auto& p : inst.probe_expressions) CJ_CHECK(nvrtcAddNameExpression, prog, p.c_str());
+    for (const auto& p : inst.probe_expressions)
+      if (!p.empty()) CJ_CHECK(nvrtcAddNameExpression, prog, p.c_str());
   }
   std::vector<const char*> argv;
   for (const auto& o : out.options) argv.push_back(o.c_str());

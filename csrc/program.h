@@ -79,6 +79,16 @@ struct CompiledProgram {
 };
 
 
+/// How a kernel's own text covers the tasks of a forall launch (Dispatcher::forall_launch).
+enum class TaskLoop : uint8_t {
+  kOnePerThread,  ///< each thread does one task: the grid covers them all
+  kForEach,       ///< cj::for_each: a grid-stride loop, one task per thread and step
+  kElementwise,   ///< cj::elementwise alone: kElementwiseVectors 16-byte vectors per thread and step
+};
+
+/// The 16-byte vectors one cj::elementwise step moves per thread and array (its kUnroll).
+constexpr int kElementwiseVectors = 4;
+
 /// A reflected CUDA C++ source, ready to be compiled for any instantiations.
 class Program {
  public:
@@ -122,9 +132,9 @@ class Program {
   /// in its own text; when only code outside the kernels does (a helper function), every
   /// kernel counts as cooperative. Such kernels launch with cuLaunchCooperativeKernel.
   bool cooperative(const std::string& kernel_name) const;
-  /// True when a kernel's own text calls cj::for_each or cj::elementwise, which loop over the
-  /// grid: forall may then launch fewer threads than tasks.
-  bool grid_strides(const std::string& kernel_name) const;
+  /// How a kernel's own text covers forall's tasks: one thread per task, or a grid-stride loop
+  /// (cj::for_each, cj::elementwise), which lets forall launch fewer threads than tasks.
+  TaskLoop task_loop(const std::string& kernel_name) const;
 
  private:
   /// The nvJitLink stage of a compile with CompileOptions::link.

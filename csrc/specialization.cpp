@@ -354,7 +354,10 @@ Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
   inst.kernel_expression = "static_cast<" + alias + "::fn>(" + kernel + ")";
   for (size_t i = 0; i < d.params.size(); ++i) {
     std::string t = alias + "::arg<" + std::to_string(i) + ">";
-    if (d.params[i].kind == ParamKind::kPointer) {
+    inst.known_probes.push_back({});
+    if (known_probe(d.params[i], key.args[i], inst.known_probes.back())) {
+      inst.probe_expressions.emplace_back();
+    } else if (d.params[i].kind == ParamKind::kPointer) {
       // A pointer is 8 bytes; what the host must check is the pointee (float4, a struct).
       const std::string e = "::cj::detail::pointee<" + t + ">";
       inst.probe_expressions.push_back("&::cj::detail::probe<" + e + "::code, " + e + "::size, " +
@@ -365,6 +368,32 @@ Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
     }
   }
   return inst;
+}
+
+namespace {
+// The probe of an element type named in a declaration, where its name alone fixes what the
+// device header's type_code reports: the arithmetic types and cj::complex (CUDA's and CCCL's
+// complex types take complex tensors, but type_code does not know them).
+bool named_dtype_probe(const std::string& name, ParamProbe& out) {
+  const TypeCode code = type_code_of(name);
+  if (code == TypeCode::kUnknown || (is_complex(code) && name.rfind("cj::complex<", 0) != 0)) return false;
+  const auto size = static_cast<uint32_t>(type_size(code));
+  out = {code, size, size};
+  return true;
+}
+}  // namespace
+
+bool known_probe(const Param& p, const ArgSig& s, ParamProbe& out) {
+  if (p.kind == ParamKind::kArray && s.kind == ArgKind::kTensor) {
+    // cj::Array<T, N, L>: a pointer and N shapes and strides of 8 bytes (rank 0: the pointer).
+    out = {TypeCode::kArray, 8u + 16u * s.rank, 8u};
+    return true;
+  }
+  // Vector types, typedefs and structs are left to NVRTC.
+  if (p.kind == ParamKind::kPointer && !p.element_dependent) return named_dtype_probe(p.element, out);
+  if (p.kind == ParamKind::kScalar && !p.tag)
+    return named_dtype_probe(p.type.rfind("const ", 0) == 0 ? p.type.substr(6) : p.type, out);
+  return false;
 }
 
 ParamProbe parse_probe(const std::string& lowered) {

@@ -138,7 +138,10 @@ std::string deduction_helper(const KernelDecl& decl, const SpecKey* key = nullpt
 struct Instantiation {
   std::string alias_definition;            ///< appended to the source
   std::string kernel_expression;           ///< name expression of the kernel itself
-  std::vector<std::string> probe_expressions;  ///< one name expression per parameter
+  /// One name expression per parameter; "" where the declaration and key fix what the probe
+  /// would report (known_probes holds it then), which spares NVRTC the instantiation.
+  std::vector<std::string> probe_expressions;
+  std::vector<ParamProbe> known_probes;  ///< one per parameter, for the empty expressions
 };
 
 /// Builds the instantiation of `decl` for `key`; `tag` makes the alias name unique.
@@ -152,6 +155,10 @@ std::string instantiation_tag(const KernelDecl& decl, const SpecKey& key);
 
 /// Parses a lowered probe name (mangled cj::detail::probe<Code, Size, Align>).
 ParamProbe parse_probe(const std::string& lowered);
+/// What a parameter's probe would report where the declaration and the argument fix it: a
+/// cj::Array (its size follows from the rank), a pointer to a named dtype, a scalar of one.
+/// False where only the compiler knows: template parameters, typedefs, vector types, structs.
+bool known_probe(const Param& p, const ArgSig& s, ParamProbe& out);
 
 /// The probes of a kernel whose code NVRTC never sees (prebuilt PTX, CUBIN or fatbin), read
 /// from its declaration alone: pointers to dtypes, CUDA vector types or anything else (whose

@@ -243,7 +243,8 @@ void bind_dispatcher(py::module_& m) {
              py::list names;
              for (const auto& inst : generated.instantiations) {
                names.append(inst.kernel_expression);
-               for (const auto& p : inst.probe_expressions) names.append(p);
+               for (const auto& p : inst.probe_expressions)
+                 if (!p.empty()) names.append(p);
              }
              py::dict out;
              out["source"] = generated.text;
@@ -377,11 +378,14 @@ void bind_device_methods(DispatcherClass& c) {
                                              int device, int threads, int64_t dynamic_shared) {
              return d.max_cooperative_grid_blocks(*spec, device, threads, dynamic_shared);
            })
-      .def("forall_config", [](Dispatcher& d, py::tuple args) {
+      .def("forall_shape", [](Dispatcher& d, py::tuple args, int64_t ntasks) {
              int device = 0;
              const SpecKey key = key_of(d, args, 0, &device);
-             return d.forall_config(*get_or_compile(d, key), device);
-           })
+             LaunchConfig cfg;
+             cfg.forall_tasks = ntasks;
+             cfg = d.forall_launch(*get_or_compile(d, key), device, cfg);
+             return std::make_pair(cfg.grid[0], cfg.block[0]);
+           }, py::arg("args"), py::arg("ntasks"))
       .def_property_readonly("grid_strides", &Dispatcher::grid_strides);
 
 }

@@ -150,7 +150,8 @@ std::shared_ptr<Specialization> get_or_compile(Dispatcher& d, const SpecKey& key
 
 namespace {
 
-/// A kernel configured with grid, block, stream and shared memory: kernel[grid, block](...).
+/// A kernel configured with grid, block, stream and shared memory: kernel[grid, block](...), or
+/// with a number of tasks: kernel.forall(n)(...).
 struct Launcher {
   std::shared_ptr<Dispatcher> dispatcher;
   LaunchConfig config;
@@ -185,7 +186,8 @@ struct Launcher {
     } else {
       spec = get_or_compile(*dispatcher, key);
     }
-    dispatcher->launch(*spec, converted, static_cast<size_t>(n), device, config);
+    dispatcher->launch(*spec, converted, static_cast<size_t>(n), device,
+                       config.forall_tasks > 0 ? dispatcher->forall_launch(*spec, device, config) : config);
     return true;
   }
 };
@@ -297,11 +299,16 @@ void bind_launchers(py::module_& m) {
   py::class_<Launcher, std::shared_ptr<Launcher>>(m, "Launcher", gc_tracks_fallback<Launcher>())
       .def(py::init([](std::shared_ptr<Dispatcher> d, py::object grid, py::object block,
                        py::object stream, int64_t shared_mem, std::shared_ptr<Specialization> fixed,
-                       py::object fallback, std::string warning) {
+                       py::object fallback, std::string warning, int64_t forall_tasks) {
              auto l = std::make_shared<Launcher>();
              l->dispatcher = std::move(d);
-             l->config.grid = dims(grid, "grid");
-             l->config.block = dims(block, "block");
+             TORCH_CHECK_VALUE(forall_tasks >= 0, "torch_cudajit: forall: ntasks must be >= 1, got ",
+                               forall_tasks);
+             l->config.forall_tasks = forall_tasks;
+             if (forall_tasks == 0) {  // a forall launch chooses both when it runs
+               l->config.grid = dims(grid, "grid");
+               l->config.block = dims(block, "block");
+             }
              TORCH_CHECK_VALUE(shared_mem >= 0, "torch_cudajit: shared_mem must be >= 0, got ", shared_mem);
              l->config.shared_mem = shared_mem;
              if (!stream.is_none()) {
@@ -314,7 +321,8 @@ void bind_launchers(py::module_& m) {
              return l;
            }),
            py::arg("dispatcher"), py::arg("grid"), py::arg("block"), py::arg("stream"),
-           py::arg("shared_mem"), py::arg("fixed"), py::arg("fallback"), py::arg("warning") = "")
+           py::arg("shared_mem"), py::arg("fixed"), py::arg("fallback"), py::arg("warning") = "",
+           py::arg("forall_tasks") = 0)
       .def("launch_normalized", [](Launcher& l, py::tuple args) {
              l.try_launch(args.ptr(), false);
              if (!l.warning.empty()) {

@@ -495,9 +495,14 @@ __global__ void twice(cj::Array<float, 1> out, cj::Array<const float, 1> in) {
   EXPECT_TRUE(at::allclose(out.cpu(), (in * 2).cpu()));
   auto specs = kernel.dispatcher().specializations();
   ASSERT_EQ(specs.size(), 1u);
-  int block = kernel.dispatcher().forall_config(*specs[0], static_cast<int>(in.get_device())).first;
+  LaunchConfig forall;
+  forall.forall_tasks = 5000;
+  forall = kernel.dispatcher().forall_launch(*specs[0], static_cast<int>(in.get_device()), forall);
+  const int64_t block = forall.block[0];
   EXPECT_GE(block, 32);
   EXPECT_LE(block, 1024);
+  EXPECT_EQ(forall.grid[0], (5000 + block - 1) / block);  // one thread per task
+  EXPECT_EQ(forall.forall_tasks, 0);
 }
 
 // More than the default 48 KiB of dynamic shared memory raises the kernel's limit first.

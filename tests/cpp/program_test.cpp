@@ -790,5 +790,42 @@ TEST(ProgramTest, LinksACuFileWithNvJitLink) {
   CJ_EXPECT_CONTAINS(undefined, "Linking failed");
 }
 
+// The probes make_instantiation leaves out (known_probe) are what NVRTC reports: asking for
+// them anyway gives the same code, size and alignment.
+TEST(ProgramTest, KnownProbesMatchTheCompiler) {
+  const Program program(R"(
+__global__ void k(cj::Array<float, 2> a, const double* p, long long n, cj::complex<float> c,
+                  const __half* h, bool flag, cj::Array<const int, 0> z) {}
+)");
+  const SpecKey key = make_spec_key(
+      kArch, {tensor_sig(TypeCode::kFloat, 2), tensor_sig(TypeCode::kDouble, 1), number_sig(ArgKind::kInt),
+              number_sig(ArgKind::kComplex), tensor_sig(TypeCode::kHalf, 1), number_sig(ArgKind::kBool),
+              tensor_sig(TypeCode::kInt32, 0)});
+  GeneratedSource generated = program.generate({{"k", key, ""}});
+  Instantiation& inst = generated.instantiations[0];
+  const std::string expr = inst.kernel_expression;
+  const std::string alias = expr.substr(12, expr.find("::fn>") - 12);  // static_cast<ALIAS::fn>
+  const std::vector<ParamProbe> known = inst.known_probes;
+  for (size_t i = 0; i < inst.probe_expressions.size(); ++i) {
+    ASSERT_TRUE(inst.probe_expressions[i].empty()) << "parameter " << i << " is not known";
+    const std::string t = alias + "::arg<" + std::to_string(i) + ">";
+    const std::string e = "::cj::detail::pointee<" + t + ">";
+    inst.probe_expressions[i] =
+        program.kernel("k").params[i].kind == ParamKind::kPointer
+            ? "&::cj::detail::probe<" + e + "::code, " + e + "::size, " + e + "::align>"
+            : "&::cj::detail::probe<::cj::detail::type_code<" + t + ">::value, sizeof(" + t +
+                  "), alignof(" + t + ")>";
+  }
+  const CompiledProgram compiled = program.compile(generated, options_for(kArch));
+  ASSERT_EQ(compiled.probes.size(), 1u);
+  ASSERT_EQ(compiled.probes[0].size(), known.size());
+  for (size_t i = 0; i < known.size(); ++i) {
+    SCOPED_TRACE(program.kernel("k").params[i].name);
+    EXPECT_EQ(compiled.probes[0][i].code, known[i].code);
+    EXPECT_EQ(compiled.probes[0][i].size, known[i].size);
+    EXPECT_EQ(compiled.probes[0][i].align, known[i].align);
+  }
+}
+
 }  // namespace
 }  // namespace torch_cudajit

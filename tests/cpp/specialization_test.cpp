@@ -404,6 +404,41 @@ TEST(SpecializationTest, AddressKeyHasItsOwnHelper) {
   CJ_EXPECT_CONTAINS(inst.probe_expressions[2], "type_code<cj_detail_spec_3::arg<2>>::value");
 }
 
+// Parameters whose probe the declaration and key fix get no probe expression: NVRTC is not
+// asked to instantiate it, and the compile reports the same values (program_test).
+TEST(SpecializationTest, KnownProbesNeedNoExpression) {
+  auto kernels = cjtest::reflect(
+      "struct Pair { int a, b; };\n"
+      "template <class T> __global__ void k(cj::Array<float, 2> a, const float* p, double d, "
+      "float4* v, T* t, T s, Pair* q, cj::Array<T, 1> b) {}");
+  ASSERT_EQ(kernels.size(), 1u);
+  const SpecKey key = make_spec_key(
+      90, {tensor_sig(TypeCode::kFloat, 2), tensor_sig(TypeCode::kFloat, 1), number_sig(ArgKind::kFloat),
+           tensor_sig(TypeCode::kFloat, 1), tensor_sig(TypeCode::kHalf, 1), number_sig(ArgKind::kFloat),
+           tensor_sig(TypeCode::kInt32, 1), tensor_sig(TypeCode::kHalf, 1)});
+  const Instantiation inst = make_instantiation(kernels[0], key, "", "1");
+  struct Case {
+    const char* param;
+    bool known;
+    TypeCode code;
+    uint32_t size, align;
+  };
+  const Case cases[] = {{"a", true, TypeCode::kArray, 40, 8},  {"p", true, TypeCode::kFloat, 4, 4},
+                        {"d", true, TypeCode::kDouble, 8, 8},  {"v", false, TypeCode::kUnknown, 0, 0},
+                        {"t", false, TypeCode::kUnknown, 0, 0}, {"s", false, TypeCode::kUnknown, 0, 0},
+                        {"q", false, TypeCode::kUnknown, 0, 0}, {"b", true, TypeCode::kArray, 24, 8}};
+  ASSERT_EQ(inst.probe_expressions.size(), 8u);
+  ASSERT_EQ(inst.known_probes.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    SCOPED_TRACE(cases[i].param);
+    EXPECT_EQ(inst.probe_expressions[i].empty(), cases[i].known);
+    if (!cases[i].known) continue;
+    EXPECT_EQ(inst.known_probes[i].code, cases[i].code);
+    EXPECT_EQ(inst.known_probes[i].size, cases[i].size);
+    EXPECT_EQ(inst.known_probes[i].align, cases[i].align);
+  }
+}
+
 TEST(SpecializationTest, InstantiationTagDependsOnKernelAndKeyAlone) {
   auto kernels = cjtest::reflect("template <class T> __global__ void a(T* x) {}\n"
                                  "template <class T> __global__ void b(T* x) {}");

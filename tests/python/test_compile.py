@@ -496,6 +496,46 @@ def test_cj_header_is_included_automatically(arch):
     assert ".entry" in c.ptx
 
 
+# (id, source, arguments, CUDA's fp16/bf16 headers asked for, the prelude's <math.h> asked for)
+IMPLICIT_CASES = [
+    ("arithmetic", "__global__ void k(float* o, const float* x) { o[0] = 2.0f * x[0]; }",
+     lambda: (torch.empty(4), torch.empty(4)), False, False),
+    ("float16 key", "template <class T> __global__ void k(T* o, const T* x) { o[0] = x[0]; }",
+     lambda: (torch.empty(4, dtype=torch.float16),) * 2, True, False),
+    ("bfloat16 key", "template <class T> __global__ void k(cj::Array<T, 1> o) { o[0] = o[1]; }",
+     lambda: (torch.empty(4, dtype=torch.bfloat16),), True, False),
+    ("names __half", "__global__ void k(__half* o) { o[0] = __float2half(1.0f); }",
+     lambda: (torch.empty(4, dtype=torch.float16),), True, False),
+    ("nvcc's implicit math", "__global__ void k(double* o, int n) { o[0] = M_PI * sqrt(n) + std::fabs(o[1]); }",
+     lambda: (torch.empty(4, dtype=torch.float64), 3), False, True),
+    ("float-suffixed math", "__global__ void k(float* o) { o[0] = sqrtf(fmaxf(o[1], 1.0f)); }",
+     lambda: (torch.empty(4),), False, False),
+]
+
+
+@pytest.mark.parametrize("source, args, half, math", [c[1:] for c in IMPLICIT_CASES],
+                         ids=[c[0] for c in IMPLICIT_CASES])
+def test_optional_parts_of_the_device_header_follow_what_the_source_uses(source, args, half, math, arch):
+    k = tcj.jit(source)
+    text = k._core.compile_inputs(args(), 90)["source"]
+    assert ("#define CJ_HAVE_FP16 1" in text) == half
+    assert ("#define CJ_IMPLICIT_MATH 1" in text) == math
+    assert ".entry" in k.compile(*args(), arch=arch).ptx
+
+
+def test_a_header_of_the_users_own_keeps_the_whole_device_header(tmp_path, arch):
+    # The header relies on what cj/cj.cuh has always given: __half and M_PI without includes.
+    (tmp_path / "my_ops.cuh").write_text(
+        "__device__ inline __half twice(__half x) { return __hadd(x, x); }\n"
+        "__device__ inline double tau() { return 2 * M_PI; }\n")
+    k = tcj.jit('#include "my_ops.cuh"\n'
+                "__global__ void k(float* o) { o[0] = __half2float(twice(__float2half(o[1]))) + tau(); }",
+                options=[f"-I{tmp_path}"])
+    text = k._core.compile_inputs((torch.empty(4),), 90)["source"]
+    assert "#define CJ_HAVE_FP16 1" in text and "#define CJ_IMPLICIT_MATH 1" in text
+    assert ".entry" in k.compile(torch.empty(4), arch=arch).ptx
+
+
 # (id, C++ scalar type, Python value)
 SCALAR_PARAMS = [(t, v) for t in ["int8_t", "uint8_t", "int16_t", "uint16_t", "int", "unsigned",
                                    "long long", "unsigned long long", "size_t", "bool"]

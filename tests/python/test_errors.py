@@ -378,7 +378,7 @@ def test_bad_launch_configuration(k, config, exc, match):
         k[config]
 
 
-@pytest.mark.parametrize("ntasks", [0, -3, 1.5, "8"], ids=repr)
+@pytest.mark.parametrize("ntasks", [0, -3, 1.5, "8", True], ids=repr)
 def test_bad_forall(k, ntasks):
     with pytest.raises(ValueError, match="forall: ntasks must be a positive int"):
         k.forall(ntasks)

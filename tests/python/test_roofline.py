@@ -173,31 +173,77 @@ def test_elementwise_2d_layouts(device, layout):
     torch.testing.assert_close(out, x + y, rtol=0, atol=0)
 
 
+FOR_EACH = r"""
+__global__ void scale(cj::Array<float, 1> out, cj::Array<const float, 1> x, float a) {
+  cj::for_each(out.size(0), [&](long long i) { out[i] = a * x[i]; });
+}
+"""
+
+
+def test_task_loop_kinds():
+    assert cj.jit(AXPY)._core.grid_strides and cj.jit(FOR_EACH)._core.grid_strides
+
+
 @pytest.mark.gpu
-def test_forall_caps_grid_stride_kernels_at_one_wave(device):
+@pytest.mark.parametrize("dtype, per_thread", [(torch.float32, 16), (torch.bfloat16, 32),
+                                               (torch.float16, 32), (torch.float64, 8)], ids=str)
+@pytest.mark.parametrize("n", [1, 1000, (1 << 22) + 3], ids=lambda n: f"n{n}")
+def test_forall_gives_elementwise_one_vector_step_per_thread(device, dtype, per_thread, n):
     k = cj.jit(AXPY)
-    n = 1 << 24
-    x = random_values([n], torch.float32, device)
+    x, y = random_values([n], dtype, device), random_values([n], dtype, device)
     out = torch.empty_like(x)
-    poison_(out)
-    k.forall(n)(out, x, x, 1.0)
-    torch.testing.assert_close(out, 2 * x)
-    (grid, block, *_), = [c for c in k._launchers]
-    sms = torch.cuda.get_device_properties(device).multi_processor_count
-    assert grid <= sms * (2048 // block) and grid < n // block
+    want = (2.0 * x.float() + y.float()).to(dtype)
+    poison_(out, want)
+    k.forall(n)(out, x, y, 2.0)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+    grid, block = k._core.forall_shape((out, x, y, 2.0), n)
+    assert grid == -(-n // (per_thread * block)), (grid, block)
+    assert ("forall", n, None, 0) in k._launchers
 
 
 @pytest.mark.gpu
-def test_forall_covers_one_element_per_thread_kernels(device):
-    k = cj.jit(README)
+@pytest.mark.parametrize("case", ["unaligned", "strided"])
+def test_forall_gives_elementwise_without_vectors_one_element_per_thread(device, case):
+    k = cj.jit(AXPY)
+    n = 100_000
+    base = random_values([2 * n + 1], torch.float32, device)
+    x = base[1:n + 1] if case == "unaligned" else base[: 2 * n : 2]
+    y = random_values([n], torch.float32, device)
+    out = torch.empty(n, device=device)
+    poison_(out)
+    k.forall(n)(out, x, y, 2.0)
+    torch.testing.assert_close(out, 2.0 * x + y)
+    grid, block = k._core.forall_shape((out, x, y, 2.0), n)
+    assert grid == -(-n // block)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("source", [README, FOR_EACH], ids=["one_per_thread", "for_each"])
+def test_forall_covers_one_element_per_thread_kernels(device, source):
+    k = cj.jit(source)
     n = (1 << 22) + 3
     x = random_values([n], torch.float32, device)
     out = torch.empty_like(x)
     poison_(out)
-    k.forall(n)(out, x, x, 1.0)
+    args = (out, x, x, 1.0) if source is README else (out, x, 2.0)
+    k.forall(n)(*args)
     torch.testing.assert_close(out, 2 * x)
-    (grid, block, *_), = [c for c in k._launchers]
-    assert grid * block >= n and block <= 1024
+    grid, block = k._core.forall_shape(args, n)
+    assert grid == -(-n // block) and 32 <= block <= 1024
+
+
+@pytest.mark.gpu
+def test_forall_takes_keywords_and_streams(device):
+    k = cj.jit(README)
+    n = 5000
+    x = random_values([n], torch.float32, device)
+    out = torch.empty_like(x)
+    poison_(out)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    k.forall(n, stream=s)(out, x, y=x, a=1.5)
+    s.synchronize()
+    torch.testing.assert_close(out, 2.5 * x)
 
 
 @pytest.mark.gpu

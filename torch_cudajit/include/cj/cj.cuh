@@ -21,6 +21,9 @@ using ::int32_t; using ::uint32_t; using ::int64_t; using ::uint64_t;
 }
 #endif
 
+// CUDA's half types. The plugin defines these macros for a source that can use them (it names
+// them, a float16 or bfloat16 argument instantiates it, or it includes headers of its own):
+// the two headers are a large part of a small kernel's compile.
 #if defined(CJ_HAVE_FP16)
 #include <cuda_fp16.h>
 #endif
@@ -366,7 +369,7 @@ __device__ __forceinline__ Vec<CjO, CjV> apply_lanes(CjF& cj_f, const CjVs&... c
 }  // namespace detail
 
 /// Calls f(i) for every i in [0, n), spread over the whole grid (a grid-stride loop), so any
-/// grid covers the work: kernel.forall(n) launches one full wave of resident blocks.
+/// grid covers the work; kernel.forall(n) gives each thread one task.
 template <class CjF>
 __device__ __forceinline__ void for_each(long long cj_n, CjF cj_f) {
   const long long cj_threads = static_cast<long long>(gridDim.x) * blockDim.x;
@@ -388,7 +391,9 @@ __device__ __forceinline__ void elementwise(const Array<CjO, CjN, CjLO>& cj_out,
                            ((CjLI::contiguous && CjLI::aligned16) && ...);
   using CjIdx = typename detail::offset_type<(CjLO::index32 && ... && CjLI::index32)>::type;
   constexpr int kLanes = 16 / detail::max_size<CjO, CjI...>() > 0 ? 16 / detail::max_size<CjO, CjI...>() : 1;
-  constexpr int kUnroll = 4;  // vectors in flight per thread and iteration
+  // Vectors in flight per thread and iteration; forall's grid gives each thread one iteration
+  // (csrc/program.h: kElementwiseVectors).
+  constexpr int kUnroll = 4;
   const CjIdx cj_n = static_cast<CjIdx>(cj_out.numel());
 #if defined(CJ_DEBUG)
   cj_assert(((cj_in.numel() == cj_out.numel()) && ...), "cj::elementwise: arrays of different sizes");

@@ -16,7 +16,11 @@
 #pragma once
 
 #if defined(__CUDACC_RTC__)
+// <math.h> is the costly part: the plugin asks for it (CJ_IMPLICIT_MATH) where the source can use
+// it (csrc/headers.h: ImplicitNeeds). A source that includes <cmath> or <math.h> gets it anyway.
+#if defined(CJ_IMPLICIT_MATH)
 #include "../math.h"
+#endif
 #include "../float.h"
 #include "../limits.h"
 #include "../stddef.h"
