@@ -310,8 +310,25 @@ bool includes_only_known_headers(const std::string& text) {
 
 ImplicitNeeds implicit_needs(const std::string& text) {
   ImplicitNeeds needs;
+  bool line_start = true;
   for (size_t i = 0; i < text.size() && !(needs.half && needs.math);) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') {
+      line_start = true;
+      ++i;
+      continue;
+    }
+    if (line_start && c == '#') {
+      // The words of an #include name a file (<cuda/std/cstdint>, <cuda_fp16.h>), not code;
+      // the header itself is checked below.
+      size_t j = text.find_first_not_of(" \t", i + 1);
+      if (j != std::string::npos && text.compare(j, 7, "include") == 0) {
+        i = text.find('\n', j);
+        if (i == std::string::npos) break;
+        continue;
+      }
+    }
+    if (c != ' ' && c != '\t' && c != '\r') line_start = false;
     if (std::isalpha(c) || c == '_') {
       size_t e = i;
       while (e < text.size() && (std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_')) ++e;

@@ -46,6 +46,7 @@ TEST(HeadersTest, ImplicitNeedsFollowWhatTheTextCanUse) {
       {"identifiers that only start alike", "__global__ void k(float* hist, int hsize, int Mx) {}", false, false},
       {"number suffix is not a word", "__global__ void k(float* x) { x[0] = 0x1p16f + 1e16f; }", false, false},
       {"CUDA header", "#include <cuda/std/cstdint>\n__global__ void k(float* x) {}", false, false},
+      {"CUDA's fp16 header, types unused", "#include <cuda_fp16.h>\n__global__ void k(float* x) {}", false, false},
       {"the plugin's stand-in header", "#include <cmath>\n__global__ void k(float* x) {}", false, false},
       {"a header of the user's own", "#include \"my_types.cuh\"\n__global__ void k(float* x) {}", true, true},
       {"a header named by a macro", "#define H <cmath>\n#include H\n__global__ void k() {}", true, true},
