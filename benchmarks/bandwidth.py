@@ -9,7 +9,7 @@ Targets: helper >= 0.97x torch.add at 2^24 and above; README kernel through fora
 
 Timing: CUDA events around a loop of launches, after a warm-up, median of many repeats.
 
-Run: python benchmarks/bandwidth.py [--plot out.png] [--quick]"""
+Run: python benchmarks/bandwidth.py [--plot out.png] [--quick] [--sweep]"""
 import argparse
 import os
 import statistics
