@@ -23,7 +23,7 @@ ParamBinding bind_param(const Param& p) {
   b.param = &p;
   b.role = param_role(p);
   b.element = type_code_of(p.element);
-  b.scalar = type_code_of(p.type.rfind("const ", 0) == 0 ? p.type.substr(6) : p.type);
+  b.scalar = type_code_of(scalar_type_of(p));
   if (p.kind == ParamKind::kArray && is_integer_literal(p.rank)) b.rank = std::stoi(p.rank);
   if (p.kind == ParamKind::kPointer) b.vector = vector_type_of(p.element);
   return b;

@@ -3,6 +3,7 @@
 
 #include "cuda_api.h"
 #include "headers.h"
+#include "options.h"
 #include "sha256.h"
 
 #include <algorithm>
@@ -29,6 +30,7 @@ Program::Program(std::string source, std::string filename, const std::vector<std
                     "in binary mode, or a C string buffer passed whole?).");
   kernels_ = reflect_kernels(source_, frontend_args(options, std), filename_);
   rewritten_ = rewrite_layouts(source_, kernels_);
+  source_needs_ = detail::implicit_needs(rewritten_);
   digest_ = source_digest(filename_, source_);
 }
 
@@ -45,6 +47,7 @@ std::shared_ptr<const Program> Program::from_reflection(std::string source, std:
                     "'); pass the reflection that Program::reflection() gave for this source.");
   p->kernels_ = deserialize_kernels(reflection.substr(n));
   p->rewritten_ = rewrite_layouts(p->source_, p->kernels_);
+  p->source_needs_ = detail::implicit_needs(p->rewritten_);
   return p;
 }
 
@@ -118,7 +121,7 @@ GeneratedSource Program::generate(const std::vector<InstantiationRequest>& reque
   // cj/cj.cuh's optional parts (the fp16/bf16 headers, the prelude's <math.h>) only where the
   // source or an instantiation (a float16 key, explicit template arguments) can use them: they
   // are a large part of a small kernel's compile.
-  detail::ImplicitNeeds needs = detail::implicit_needs(rewritten_);
+  detail::ImplicitNeeds needs = source_needs_;
   needs |= detail::implicit_needs(generated);
   std::ostringstream os;
   for (const std::string& m : detail::implicit_macros(needs)) os << "#define " << m.substr(2) << " 1\n";
@@ -156,12 +159,11 @@ std::vector<std::string> Program::nvrtc_options(const CompileOptions& o) const {
   const std::vector<std::string> include_dirs = default_include_dirs();
   for (const auto& dir : include_dirs) opts.push_back("-I" + dir);
   // A user macro or pre-included file may use cj/cj.cuh's optional parts (generate covers the
-  // source).
+  // source); a pre-included file is not read, so it keeps them all.
+  const UserOptions user = parse_user_options(o.extra);
   detail::ImplicitNeeds needs;
-  for (const auto& e : o.extra) {
-    needs |= detail::implicit_needs(e);
-    if (e.rfind("-include", 0) == 0 || e.rfind("--pre-include", 0) == 0) needs = {true, true};
-  }
+  for (const auto& macro : user.macros) needs |= detail::implicit_needs(macro);
+  if (!user.pre_includes.empty()) needs = {true, true};
   for (const std::string& m : detail::implicit_macros(needs)) opts.push_back(m);
   if (o.debug) {
     opts.push_back("-G");

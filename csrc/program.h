@@ -151,6 +151,9 @@ class Program {
   static std::string source_digest(const std::string& filename, const std::string& source);
 
   std::string source_, filename_, rewritten_, digest_;
+  /// What the rewritten source needs of cj/cj.cuh's optional parts (read once: generate adds
+  /// what each compile's instantiations need).
+  detail::ImplicitNeeds source_needs_;
   std::vector<KernelDecl> kernels_;
 };
 

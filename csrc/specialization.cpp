@@ -54,6 +54,10 @@ bool is_complex(TypeCode c) {
   return c == TypeCode::kComplexFloat || c == TypeCode::kComplexDouble;
 }
 
+std::string scalar_type_of(const Param& p) {
+  return p.type.rfind("const ", 0) == 0 ? p.type.substr(6) : p.type;
+}
+
 TypeCode type_code_of(const std::string& cpp_type) {
   static const std::map<std::string, TypeCode> names = {
       {"bool", TypeCode::kBool},
@@ -371,14 +375,19 @@ Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
 }
 
 namespace {
+// The probe of a dtype: its code, and its size as size and alignment.
+ParamProbe dtype_probe(TypeCode code) {
+  const auto size = static_cast<uint32_t>(type_size(code));
+  return {code, size, size};
+}
+
 // The probe of an element type named in a declaration, where its name alone fixes what the
 // device header's type_code reports: the arithmetic types and cj::complex (CUDA's and CCCL's
 // complex types take complex tensors, but type_code does not know them).
 bool named_dtype_probe(const std::string& name, ParamProbe& out) {
   const TypeCode code = type_code_of(name);
   if (code == TypeCode::kUnknown || (is_complex(code) && name.rfind("cj::complex<", 0) != 0)) return false;
-  const auto size = static_cast<uint32_t>(type_size(code));
-  out = {code, size, size};
+  out = dtype_probe(code);
   return true;
 }
 }  // namespace
@@ -392,7 +401,7 @@ bool known_probe(const Param& p, const ArgSig& s, ParamProbe& out) {
   // Vector types, typedefs and structs are left to NVRTC.
   if (p.kind == ParamKind::kPointer && !p.element_dependent) return named_dtype_probe(p.element, out);
   if (p.kind == ParamKind::kScalar && !p.tag)
-    return named_dtype_probe(p.type.rfind("const ", 0) == 0 ? p.type.substr(6) : p.type, out);
+    return named_dtype_probe(scalar_type_of(p), out);
   return false;
 }
 
@@ -450,18 +459,18 @@ std::vector<ParamProbe> declared_probes(const KernelDecl& decl) {
       // The probe of a pointer describes its pointee (see make_instantiation).
       probe.code = type_code_of(p.element);
       if (probe.code != TypeCode::kUnknown) {
-        probe.size = probe.align = static_cast<uint32_t>(type_size(probe.code));
+        probe = dtype_probe(probe.code);
       } else if (const VectorType* v = vector_type_of(p.element)) {
         probe.size = static_cast<uint32_t>(type_size(v->element)) * v->lanes;
         probe.align = vector_alignment(p.element, *v);
       }
     } else if (p.kind == ParamKind::kScalar) {
-      probe.code = type_code_of(p.type.rfind("const ", 0) == 0 ? p.type.substr(6) : p.type);
+      probe.code = type_code_of(scalar_type_of(p));
       if (probe.code == TypeCode::kUnknown)
         refuse("has the parameter '" + p.name + "' of type `" + p.type + "`, whose size and "
                "alignment only a compiler knows; prebuilt kernels take pointers and arithmetic "
                "or complex scalars. Pass a struct through a pointer instead.");
-      probe.size = probe.align = static_cast<uint32_t>(type_size(probe.code));
+      probe = dtype_probe(probe.code);
     } else {
       refuse("has the parameter '" + p.name + "' (" + p.type + ") of kind " + to_string(p.kind) +
              ", which needs the plugin's generated code; prebuilt kernels take pointers (T*, "

@@ -91,6 +91,8 @@ size_t type_size(TypeCode code);
 const char* cpp_type_name(TypeCode code);
 /// The name users see for a dtype code ("float32", "bfloat16", ...).
 const char* dtype_name(TypeCode code);
+/// A scalar parameter's declared type without a leading const (what type_code_of reads).
+std::string scalar_type_of(const Param& p);
 /// The dtype code of a C++ type written in a declaration, or kUnknown (e.g. a typedef).
 TypeCode type_code_of(const std::string& cpp_type);
 /// A CUDA vector type (float4, __half2, ...) as lanes of one element dtype.
