@@ -4,6 +4,7 @@
 
 #include "serialize.h"
 #include "sha256.h"
+#include "virtual_grid.h"
 
 #include <cctype>
 #include <sstream>
@@ -61,6 +62,12 @@ KernelDefinition::KernelDefinition(std::shared_ptr<const Program> program,
   cooperative_ = options_.cooperative >= 0 ? options_.cooperative != 0
                                            : program_->cooperative(decl_->name);
   task_loop_ = program_->task_loop(decl_->name);
+  if (options_.prebuilt)
+    virtual_grid_refusal_ = "it is prebuilt code, which has no source to compile again";
+  else if (cooperative_)
+    virtual_grid_refusal_ = "it synchronizes the whole grid";
+  else
+    virtual_grid_refusal_ = torch_cudajit::virtual_grid_refusal(*program_, decl_->name, options_.compile);
   Sha256 h;
   // The program's digest stands for its source and file name (hashed once per program).
   h.field(program_->digest()).field(decl_->name).field(requested_std_).field(options_.template_args);

@@ -92,6 +92,9 @@ class KernelDefinition {
   TaskLoop task_loop() const { return task_loop_; }
   /// The kernel's own text calls cj::for_each or cj::elementwise, which loop over the grid.
   bool grid_strides() const { return task_loop_ != TaskLoop::kOnePerThread; }
+  /// Why forall cannot run this kernel on a virtual grid (virtual_grid.h), or "" when it can
+  /// (for arguments whose written tensors overlap nothing else).
+  const std::string& virtual_grid_refusal() const { return virtual_grid_refusal_; }
   /// 16 hex characters of SHA-256 over what defines the kernel: equal definitions have equal
   /// fingerprints.
   const std::string& fingerprint() const { return fingerprint_; }
@@ -107,6 +110,7 @@ class KernelDefinition {
   std::vector<ParamRole> roles_;
   bool cooperative_ = false;
   TaskLoop task_loop_ = TaskLoop::kOnePerThread;
+  std::string virtual_grid_refusal_;
   std::string fingerprint_;
 };
 

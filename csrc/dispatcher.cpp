@@ -5,6 +5,7 @@
 #include "dispatcher.h"
 
 #include "dispatcher_internal.h"
+#include "virtual_grid.h"
 
 
 #include <ATen/ops/from_blob.h>
@@ -427,6 +428,61 @@ std::shared_ptr<Specialization> Dispatcher::adopt_foreign(
 std::shared_ptr<Specialization> Dispatcher::get(const SpecKey& key) {
   if (auto hit = lookup(key)) return hit;
   return compile_many({key})[0];
+}
+
+std::shared_ptr<Specialization> Dispatcher::get_virtual(const SpecKey& key) {
+  if (!def_->virtual_grid_refusal().empty()) return nullptr;
+  std::promise<std::shared_ptr<Specialization>> promise;
+  std::shared_future<std::shared_ptr<Specialization>> existing;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = virtual_.find(key);
+    if (it != virtual_.end())
+      existing = it->second;
+    else
+      virtual_.emplace(key, promise.get_future().share());
+  }
+  // Compiled, or being compiled by another thread: wait outside the lock.
+  if (existing.valid()) return existing.get();
+  std::shared_ptr<Specialization> spec;
+  std::string failure;
+  try {
+    CompileOptions opts = options_.compile;
+    opts.arch = key.arch;
+    InstantiationRequest request{decl_->name, key, options_.template_args, virtual_blocks_for(key)};
+    const CompiledInstance got = compile_cached(*program_, {request}, opts, options_.cache)[0];
+    count(got.outcome);
+    spec = build(key, got.compiled, got.index);
+    spec->virtual_blocks = request.virtual_blocks;
+    uint32_t offset = (spec->buffer_size + 7u) / 8u * 8u;
+    spec->companion_offset = offset;
+    for (uint32_t i = 0; i < key.size; ++i)
+      if (virtual_grid_companion(decl_->params[i], key.args[i])) spec->companions.push_back(i);
+    spec->buffer_size = offset + 8u * static_cast<uint32_t>(spec->companions.size()) + 4u;
+  } catch (const CompileError& e) {
+    // The plain kernel compiled, so what fails is the virtual grid's reading of the text (an
+    // attribute a __device__ function cannot have, a header that declares blockIdx itself):
+    // forall launches the plain kernel instead.
+    failure = "its virtual-grid variant does not compile: " + detail::first_error(e.log());
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    virtual_.erase(key);
+    promise.set_exception(std::current_exception());
+    throw;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure.empty()) virtual_failures_[key] = failure;
+  }
+  promise.set_value(spec);
+  return spec;
+}
+
+std::string Dispatcher::virtual_grid_failure(const SpecKey& key) const {
+  if (!def_->virtual_grid_refusal().empty()) return def_->virtual_grid_refusal();
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = virtual_failures_.find(key);
+  return it == virtual_failures_.end() ? "" : it->second;
 }
 
 std::vector<std::shared_ptr<Specialization>> Dispatcher::specializations() const {

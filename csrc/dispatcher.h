@@ -56,6 +56,9 @@ struct LaunchConfig {
   /// When > 0, a forall launch over this many tasks (Dispatcher::forall_launch chooses the grid
   /// and block); grid and block above are ignored.
   int64_t forall_tasks = 0;
+  /// A launch of a virtual-grid specialization (Specialization::virtual_blocks): the size of
+  /// the virtual grid the kernel sees, in blocks of `block` threads.
+  int64_t virtual_grid = 0;
 };
 
 /// How one parameter is filled at launch.
@@ -92,6 +95,17 @@ struct Specialization {
   /// Prebuilt code: the declaration, not a compiler, gave the parameter list, so loading checks
   /// it against the image and reports a mismatch as the caller's error.
   bool prebuilt = false;
+  /// > 0: the kernel on forall's virtual grid (virtual_grid.h), this many virtual blocks per
+  /// physical block. The wrapper takes the kernel's parameters, then the data pointer of each
+  /// slot in `companions` again (as __restrict__), then the virtual grid's size; buffer_size
+  /// covers them all, from `companion_offset` on.
+  int virtual_blocks = 0;
+  std::vector<uint32_t> companions;
+  uint32_t companion_offset = 0;
+  /// The virtual-grid variant of this key, looked for once by the first forall launch that
+  /// could use it (Dispatcher::plan_forall); null when there is none.
+  std::once_flag virtual_once;
+  std::shared_ptr<Specialization> virtual_variant;
 
   /// The loaded kernel (first launch loads it; thread-safe).
   LoadedKernel& loaded();
@@ -210,6 +224,33 @@ class Dispatcher {
   /// kElementwiseVectors vectors: one step of its loop, as torch's own vectorized kernels do.
   /// A grid-stride kernel's grid is capped at the most blocks CUDA allows.
   LaunchConfig forall_launch(Specialization& spec, int device, LaunchConfig cfg);
+  /// What a forall launch of `spec` with these arguments runs: the specialization and its
+  /// configuration.
+  struct ForallPlan {
+    Specialization* spec;
+    LaunchConfig cfg;
+  };
+  /// Plans a forall launch (cfg.forall_tasks tasks): the kernel on a virtual grid of
+  /// virtual_blocks_for(key) virtual blocks per physical block when its text allows it
+  /// (KernelDefinition::virtual_grid_refusal), the plain grid fills the device at least that
+  /// many times over, no dynamic shared memory is asked for, and no tensor the kernel may write
+  /// overlaps another argument (writes_disjoint); forall_launch's shape of `spec` otherwise.
+  ForallPlan plan_forall(Specialization& spec, const Arg* args, size_t n, int device,
+                         const LaunchConfig& cfg);
+  /// plan_forall, then launch.
+  void launch_forall(Specialization& spec, const Arg* args, size_t n, int device,
+                     const LaunchConfig& cfg);
+  /// The virtual-grid specialization of a key (compiled once, through the disk cache), or
+  /// nullptr when the kernel's text cannot run on a virtual grid or the variant does not compile
+  /// (virtual_grid_failure says why; forall then launches the plain kernel).
+  std::shared_ptr<Specialization> get_virtual(const SpecKey& key);
+  /// Why the virtual-grid variant of a key is not used: the definition's refusal, or the first
+  /// error of its compile; "" when it compiled or was not tried yet.
+  std::string virtual_grid_failure(const SpecKey& key) const;
+  /// True when no tensor the kernel may write (Slot::written) overlaps the memory of another
+  /// tensor argument and no argument is an address or extension bytes, whose extent is unknown:
+  /// then the virtual grid's __restrict__ pointers are true.
+  bool writes_disjoint(const Specialization& spec, const Arg* args, size_t n) const;
   /// True when the kernel's own text calls cj::for_each or cj::elementwise, which loop over the
   /// grid, so that any grid covers its work.
   bool grid_strides() const { return def_->grid_strides(); }
@@ -237,6 +278,10 @@ class Dispatcher {
   std::shared_ptr<Specialization> build(const SpecKey& key,
                                         const std::shared_ptr<const CompiledProgram>& compiled,
                                         size_t index) const;
+  /// The parameters a virtual-grid wrapper takes after the kernel's: the companions' data
+  /// pointers and the virtual grid's size (Specialization::companions).
+  void pack_virtual(const Specialization& spec, size_t n, char* buf, void** ptrs,
+                    int64_t virtual_grid) const;
   /// How parameter `i` is packed for an argument of signature `s` whose resolved type is `pr`,
   /// placed at the next aligned `offset` (advanced past it); refuses what the type cannot take.
   Specialization::Slot slot_for(uint32_t i, const ParamProbe& pr, const ArgSig& s,
@@ -288,6 +333,9 @@ class Dispatcher {
   mutable std::mutex mutex_;
   std::unordered_map<SpecKey, std::shared_future<std::shared_ptr<Specialization>>, SpecKeyHash> cache_;
   std::vector<std::shared_ptr<Specialization>> order_;
+  /// Virtual-grid variants by key; a null specialization stands for one that failed to compile.
+  std::unordered_map<SpecKey, std::shared_future<std::shared_ptr<Specialization>>, SpecKeyHash> virtual_;
+  std::unordered_map<SpecKey, std::string, SpecKeyHash> virtual_failures_;
   CacheCounters counters_;
 };
 

@@ -287,7 +287,8 @@ bool names_math_api(const std::string& id) {
                   id);
 }
 
-// Whether every header the text includes comes from the plugin's or CUDA's folders.
+}  // namespace
+
 bool includes_only_known_headers(const std::string& text) {
   std::string inexact;
   const std::vector<Include> includes = scan_includes(text, inexact);
@@ -305,8 +306,6 @@ bool includes_only_known_headers(const std::string& text) {
   }
   return true;
 }
-
-}  // namespace
 
 ImplicitNeeds implicit_needs(const std::string& text) {
   ImplicitNeeds needs;

@@ -35,6 +35,10 @@ struct Include {
 /// this scan does not run.
 std::vector<Include> scan_includes(const std::string& text, std::string& inexact);
 
+/// Whether every header `text` includes comes from the plugin's or CUDA's folders, and none is
+/// named through a macro: then a scan of `text` alone sees all of the code it brings.
+bool includes_only_known_headers(const std::string& text);
+
 /// The optional parts of cj/cj.cuh a text compiled after it can use. Each costs a large part of
 /// a small kernel's compile, so cj/cj.cuh includes it only where it can be needed.
 struct ImplicitNeeds {

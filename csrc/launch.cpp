@@ -5,6 +5,7 @@
 #include "dispatcher.h"
 
 #include "dispatcher_internal.h"
+#include "virtual_grid.h"
 
 #include <c10/core/GradMode.h>
 #include <c10/util/BFloat16.h>
@@ -175,6 +176,91 @@ LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchC
   return cfg;
 }
 
+bool Dispatcher::writes_disjoint(const Specialization& spec, const Arg* args, size_t n) const {
+  struct Range {
+    uintptr_t begin, end;
+    bool written;
+  };
+  Range ranges[kMaxParams];
+  size_t count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Arg& a = args[i];
+    // A cj.DevicePointer's extent is unknown, and an extension's bytes may hold pointers.
+    if ((a.kind == ArgKind::kAddress && a.u != 0) || a.kind == ArgKind::kBytes) return false;
+    const PackOp op = spec.slots[i].op;
+    if (a.kind != ArgKind::kTensor || (op != PackOp::kArray && op != PackOp::kPointer)) continue;
+    const at::Tensor& t = *a.tensor;
+    // Pinned host memory is reached through another address: not worth a driver call here.
+    if (!t.is_cuda()) return false;
+    if (t.numel() == 0) continue;
+    // The bytes the view spans: its last element is at sum((size - 1) * stride).
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr());
+    ranges[count++] = {begin, begin + static_cast<uintptr_t>((last + 1) * t.element_size()),
+                       spec.slots[i].written};
+  }
+  for (size_t i = 0; i < count; ++i)
+    for (size_t j = i + 1; j < count; ++j)
+      if ((ranges[i].written || ranges[j].written) && ranges[i].begin < ranges[j].end &&
+          ranges[j].begin < ranges[i].end)
+        return false;
+  return true;
+}
+
+Dispatcher::ForallPlan Dispatcher::plan_forall(Specialization& spec, const Arg* args, size_t n,
+                                               int device, const LaunchConfig& cfg) {
+  ForallPlan plan{&spec, forall_launch(spec, device, cfg)};
+  if (!def_->virtual_grid_refusal().empty() || cfg.shared_mem != 0 || spec.virtual_blocks > 0)
+    return plan;
+  // Fewer physical blocks than the device holds at once would leave multiprocessors idle.
+  const int blocks = virtual_blocks_for(spec.key);
+  int per_sm = 0;
+  {
+    DeviceScope scope(device);
+    per_sm = spec.loaded().forall_block(device).second;
+  }
+  const int64_t wave = int64_t(per_sm) * device_limits(device).multiprocessors;
+  if (plan.cfg.grid[0] < blocks * wave || !writes_disjoint(spec, args, n)) return plan;
+  std::call_once(spec.virtual_once, [&] { spec.virtual_variant = get_virtual(spec.key); });
+  Specialization* v = spec.virtual_variant.get();
+  if (v == nullptr) return plan;
+  int block = 0;
+  {
+    DeviceScope scope(device);
+    block = v->loaded().forall_block(device).first;
+  }
+  // The kernel sees a grid of `virtual_grid` blocks of `block` threads, which must fit the
+  // unsigned int blockIdx.x it reads.
+  const int64_t virtual_grid = (cfg.forall_tasks - 1) / block + 1;
+  if (virtual_grid > int64_t{0xffffffff}) return plan;
+  plan.spec = v;
+  plan.cfg.grid = {(virtual_grid - 1) / v->virtual_blocks + 1, 1, 1};
+  plan.cfg.block = {block, 1, 1};
+  plan.cfg.virtual_grid = virtual_grid;
+  return plan;
+}
+
+void Dispatcher::launch_forall(Specialization& spec, const Arg* args, size_t n, int device,
+                               const LaunchConfig& cfg) {
+  const ForallPlan plan = plan_forall(spec, args, n, device, cfg);
+  launch(*plan.spec, args, n, device, plan.cfg);
+}
+
+void Dispatcher::pack_virtual(const Specialization& spec, size_t n, char* buf, void** ptrs,
+                              int64_t virtual_grid) const {
+  TORCH_INTERNAL_ASSERT(virtual_grid > 0 && virtual_grid <= int64_t{0xffffffff},
+                        "a virtual-grid launch without its grid size");
+  char* dst = buf + spec.companion_offset;
+  for (size_t j = 0; j < spec.companions.size(); ++j, dst += 8) {
+    // Array and pointer parameters both begin with the data pointer.
+    std::memcpy(dst, buf + spec.slots[spec.companions[j]].offset, 8);
+    ptrs[n + j] = dst;
+  }
+  store(dst, static_cast<uint32_t>(virtual_grid));
+  ptrs[n + spec.companions.size()] = dst;
+}
+
 void Dispatcher::check_config(LoadedKernel& kernel, int device, const LaunchConfig& cfg) {
   const KernelDeviceState& state = kernel.device_state(device);
   const DeviceLimits& lim = device_limits(device);
@@ -315,8 +401,10 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
     large.resize(spec.buffer_size + 16);
     buf = large.data();
   }
-  void* ptrs[kMaxParams];
+  // The kernel's parameters, then a virtual-grid wrapper's companions and grid size.
+  void* ptrs[2 * kMaxParams + 1];
   pack(spec, args, n, buf, ptrs);
+  if (spec.virtual_blocks > 0) pack_virtual(spec, n, buf, ptrs, cfg.virtual_grid);
   CUstream stream = cfg.has_stream ? cfg.stream : detail::current_cuda_stream(device);
   // Debug mode: clear the failure record on the launch's stream, so that a failure recorded
   // by an earlier launch (another stream, a graph replay) is never reported for this one.
@@ -389,7 +477,7 @@ void Dispatcher::launch(const Arg* args, size_t n, const LaunchConfig& cfg) {
   std::shared_ptr<Specialization> spec = get(key);
   TORCH_CHECK_VALUE(cfg.forall_tasks >= 0, "torch_cudajit: a forall launch of kernel '",
                     decl_->name, "' needs ntasks >= 1, got ", cfg.forall_tasks, ".");
-  if (cfg.forall_tasks > 0) return launch(*spec, args, n, device, forall_launch(*spec, device, cfg));
+  if (cfg.forall_tasks > 0) return launch_forall(*spec, args, n, device, cfg);
   launch(*spec, args, n, device, cfg);
 }
 

@@ -1,6 +1,8 @@
 // torch_cudajit: NVRTC compilation of reflected programs (see program.h).
 #include "program.h"
 
+#include "virtual_grid.h"
+
 #include "cuda_api.h"
 #include "headers.h"
 #include "options.h"
@@ -109,14 +111,28 @@ const KernelDecl& Program::kernel(const std::string& name) const {
 
 GeneratedSource Program::generate(const std::vector<InstantiationRequest>& requests) const {
   GeneratedSource out{requests, instantiations(requests), {}};
+  const bool virtual_grid = !requests.empty() && requests[0].virtual_blocks > 0;
   std::ostringstream tail;
   std::vector<std::string> helpers;
   for (const auto& r : requests) {
+    TORCH_INTERNAL_ASSERT((r.virtual_blocks > 0) == virtual_grid,
+                          "a compile mixes virtual-grid and plain instantiations");
     if (std::find(helpers.begin(), helpers.end(), r.kernel) != helpers.end()) continue;
     helpers.push_back(r.kernel);
     tail << deduction_helper(kernel(r.kernel));
   }
   for (const auto& inst : out.instantiations) tail << inst.alias_definition;
+  if (virtual_grid) {
+    // The wrapper calls the instantiation; it becomes the kernel NVRTC is asked for.
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const InstantiationRequest& r = requests[i];
+      const KernelDecl& d = kernel(r.kernel);
+      const std::string tag = instantiation_tag(d, r.key);
+      Instantiation& inst = out.instantiations[i];
+      tail << virtual_grid_wrapper(d, r.key, inst, tag, r.virtual_blocks);
+      inst.kernel_expression = virtual_grid_name(tag);
+    }
+  }
   const std::string generated = tail.str();
   // cj/cj.cuh's optional parts (the fp16/bf16 headers, the prelude's <math.h>) only where the
   // source or an instantiation (a float16 key, explicit template arguments) can use them: they
@@ -126,7 +142,11 @@ GeneratedSource Program::generate(const std::vector<InstantiationRequest>& reque
   std::ostringstream os;
   for (const std::string& m : detail::implicit_macros(needs)) os << "#define " << m.substr(2) << " 1\n";
   // The #line directives keep NVRTC's line numbers those of the user's source.
-  os << "#include <cj/cj.cuh>\n#line 1 \"" << filename_ << "\"\n" << rewritten_ << "\n";
+  if (virtual_grid) os << "#define CJ_VIRTUAL_GRID 1\n";
+  os << "#include <cj/cj.cuh>\n";
+  if (virtual_grid) os << kVirtualGridPrologue;
+  os << "#line 1 \"" << filename_ << "\"\n" << rewritten_ << "\n";
+  if (virtual_grid) os << kVirtualGridEpilogue;
   os << "#line 1 \"torch_cudajit_generated\"\n" << generated;
   out.text = os.str();
   return out;

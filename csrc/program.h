@@ -54,6 +54,11 @@ struct InstantiationRequest {
   std::string kernel;         ///< kernel name
   SpecKey key;                ///< argument types (key.arch is ignored; CompileOptions::arch rules)
   std::string template_args;  ///< explicit template arguments, "" to deduce all
+  /// > 0: the kernel on forall's virtual grid (virtual_grid.h), this many virtual blocks per
+  /// physical block; its kernel expression is then the generated wrapper. The requests of one
+  /// compile all ask for the virtual grid or none does: the kernel's text is compiled
+  /// differently for it.
+  int virtual_blocks = 0;
 };
 
 /// The stage between a Program and its CompiledProgram: the full text handed to NVRTC for some

@@ -379,13 +379,37 @@ void bind_device_methods(DispatcherClass& c) {
              return d.max_cooperative_grid_blocks(*spec, device, threads, dynamic_shared);
            })
       .def("forall_shape", [](Dispatcher& d, py::tuple args, int64_t ntasks) {
+             // What kernel.forall(ntasks)(*args) launches: grid, block, and the virtual blocks
+             // each physical block runs (0: the kernel itself, on a plain grid).
              int device = 0;
-             const SpecKey key = key_of(d, args, 0, &device);
+             std::vector<Arg> conv = convert_all(args, d.decl());
+             const SpecKey key = d.make_key(conv.data(), conv.size(), &device);
              LaunchConfig cfg;
              cfg.forall_tasks = ntasks;
-             cfg = d.forall_launch(*get_or_compile(d, key), device, cfg);
-             return std::make_pair(cfg.grid[0], cfg.block[0]);
+             const Dispatcher::ForallPlan plan =
+                 d.plan_forall(*get_or_compile(d, key), conv.data(), conv.size(), device, cfg);
+             return py::make_tuple(plan.cfg.grid[0], plan.cfg.block[0], plan.spec->virtual_blocks);
            }, py::arg("args"), py::arg("ntasks"))
+      .def_property_readonly("virtual_grid_refusal",
+                             [](const Dispatcher& d) { return d.definition().virtual_grid_refusal(); })
+      .def("virtual_grid", [](Dispatcher& d, py::tuple args, int arch) -> py::object {
+             // The virtual-grid variant for these arguments' key (compile-only with arch > 0),
+             // or None; virtual_grid_failure(args, arch) says why.
+             const SpecKey key = key_of(d, args, arch);
+             std::shared_ptr<Specialization> spec;
+             {
+               py::gil_scoped_release release;
+               spec = d.get_virtual(key);
+             }
+             if (!spec) return py::none();
+             py::dict info = spec_dict(*spec);
+             info["virtual_blocks"] = spec->virtual_blocks;
+             info["companions"] = spec->companions;
+             return std::move(info);
+           }, py::arg("args"), py::arg("arch") = 0)
+      .def("virtual_grid_failure", [](Dispatcher& d, py::tuple args, int arch) {
+             return d.virtual_grid_failure(key_of(d, args, arch));
+           }, py::arg("args"), py::arg("arch") = 0)
       .def_property_readonly("grid_strides", &Dispatcher::grid_strides);
 
 }

@@ -186,8 +186,10 @@ struct Launcher {
     } else {
       spec = get_or_compile(*dispatcher, key);
     }
-    dispatcher->launch(*spec, converted, static_cast<size_t>(n), device,
-                       config.forall_tasks > 0 ? dispatcher->forall_launch(*spec, device, config) : config);
+    if (config.forall_tasks > 0)
+      dispatcher->launch_forall(*spec, converted, static_cast<size_t>(n), device, config);
+    else
+      dispatcher->launch(*spec, converted, static_cast<size_t>(n), device, config);
     return true;
   }
 };

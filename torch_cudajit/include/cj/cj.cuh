@@ -444,6 +444,63 @@ struct alignas(2 * sizeof(T)) complex {
   friend __host__ __device__ bool operator==(complex a, complex b) { return a.re == b.re && a.im == b.im; }
 };
 
+#if defined(CJ_VIRTUAL_GRID)
+namespace detail {
+// forall's virtual grid (csrc/virtual_grid.h): the kernel's text is compiled as a __device__
+// function whose `blockIdx` and `gridDim` read the values below, and a generated __global__
+// wrapper runs several virtual blocks per physical block, one after the other. The wrapper's
+// pointers are __restrict__ (the launch checked that no written tensor overlaps another), so
+// the loads of later virtual blocks can be issued before the stores of earlier ones.
+
+/// Each thread's current virtual block; per thread, because the threads of a block may be in
+/// different virtual blocks at any moment.
+__shared__ unsigned int virtual_block_slot[1024];
+/// The virtual grid's size, the same for every thread.
+__shared__ unsigned int virtual_grid_size;
+
+__device__ __forceinline__ uint3 virtual_block_idx() {
+  return make_uint3(virtual_block_slot[threadIdx.x], blockIdx.y, blockIdx.z);
+}
+__device__ __forceinline__ dim3 virtual_grid_dim() { return dim3(virtual_grid_size, gridDim.y, gridDim.z); }
+
+/// The __restrict__ pointer the wrapper receives beside a tensor parameter.
+template <class CjP> struct restrict_of;
+template <class CjT> struct restrict_of<CjT*> { using type = CjT* __restrict__; };
+template <class CjT, int CjN, class CjL> struct restrict_of<Array<CjT, CjN, CjL>> { using type = CjT* __restrict__; };
+template <class CjP> using restrict_t = typename restrict_of<CjP>::type;
+
+/// A tensor parameter whose data pointer is the wrapper's __restrict__ one.
+template <class CjT, int CjN, class CjL>
+__device__ __forceinline__ Array<CjT, CjN, CjL> with_data(Array<CjT, CjN, CjL> cj_a, CjT* cj_p) {
+  cj_a.data_ = cj_p;
+  return cj_a;
+}
+template <class CjT>
+__device__ __forceinline__ CjT* with_data(CjT*, CjT* cj_p) { return cj_p; }
+
+/// Runs `body` for virtual blocks [blockIdx.x * K, blockIdx.x * K + K) of a grid of `grid`
+/// virtual blocks: unrolled when all K exist, so that their loads can overlap.
+template <int CjK, class CjF>
+__device__ __forceinline__ void run_virtual_blocks(unsigned int cj_grid, CjF&& cj_body) {
+  if (threadIdx.x == 0) virtual_grid_size = cj_grid;
+  __syncthreads();
+  const unsigned int cj_first = blockIdx.x * CjK;
+  if (cj_first + CjK <= cj_grid) {
+#pragma unroll
+    for (int cj_j = 0; cj_j < CjK; ++cj_j) {
+      virtual_block_slot[threadIdx.x] = cj_first + cj_j;
+      cj_body();
+    }
+  } else {
+    for (unsigned int cj_v = cj_first; cj_v < cj_grid; ++cj_v) {
+      virtual_block_slot[threadIdx.x] = cj_v;
+      cj_body();
+    }
+  }
+}
+}  // namespace detail
+#endif
+
 namespace detail {
 // Everything below is used by the plugin's generated code, never by kernels.
 

@@ -1,0 +1,58 @@
+// torch_cudajit: forall's virtual grid. A kernel written one task per thread (`i = blockIdx.x *
+// blockDim.x + threadIdx.x; if (i < n) out[i] = f(x[i])`) keeps a few bytes per thread in flight,
+// too few for HBM's bandwidth. For a forall launch, its text can be compiled a second time as a
+// __device__ function whose `blockIdx` and `gridDim` are virtual, behind a generated __global__
+// wrapper that runs K virtual blocks per physical block. The wrapper takes each tensor's data
+// pointer again as a __restrict__ parameter, so that the compiler may issue the loads of all K
+// virtual blocks before their stores; the launch uses it only when no written tensor overlaps
+// another argument, which is what makes __restrict__ true. The kernel sees the grid it asked
+// for: every virtual block runs once, with the blockIdx, gridDim, blockDim and threadIdx of a
+// launch of that many blocks.
+#pragma once
+
+#include "program.h"
+#include "reflection.h"
+#include "specialization.h"
+
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+
+/// How many virtual blocks one physical block runs for a key: enough that a thread moving one
+/// element of the narrowest tensor per virtual block has 16 bytes of it in flight (4 for
+/// float32, 8 for 2-byte types), at least 2 and at most 8.
+int virtual_blocks_for(const SpecKey& key);
+
+/// Why kernel `kernel_name` of `program`, compiled with `options`, cannot run on a virtual
+/// grid, or "" when it can. Refused: code whose meaning depends on the physical block (shared
+/// memory and block barriers, which would mix virtual blocks; cooperative groups, clusters, PTX's
+/// block registers, dynamic parallelism, PTX `exit`), text the scan cannot read (headers from
+/// outside CUDA's and the plugin's folders, pre-included files, linked files), debug mode, and
+/// kernels that loop over the grid themselves (cj::for_each, cj::elementwise), which forall
+/// already launches for throughput. Words in comments count too: a false refusal costs speed,
+/// never correctness.
+std::string virtual_grid_refusal(const Program& program, const std::string& kernel_name,
+                                 const CompileOptions& options);
+
+/// Whether parameter `p` bound to an argument of signature `s` gets a __restrict__ companion in
+/// the wrapper: a tensor bound to a pointer, cj::Array or `auto` parameter.
+bool virtual_grid_companion(const Param& p, const ArgSig& s);
+
+/// The wrapper's name for an instantiation tag: its (extern "C") kernel expression.
+std::string virtual_grid_name(const std::string& tag);
+
+/// The generated __global__ wrapper of instantiation `inst` (of `decl` for `key`, named by
+/// `tag`), running `blocks` virtual blocks per physical block. Its parameters are the kernel's,
+/// then one __restrict__ pointer per companion (virtual_grid_companion), then the virtual
+/// grid's size as an unsigned int.
+std::string virtual_grid_wrapper(const KernelDecl& decl, const SpecKey& key,
+                                 const Instantiation& inst, const std::string& tag, int blocks);
+
+/// What a virtual-grid compile puts between cj/cj.cuh and the user's source (__global__ becomes
+/// a forced-inline __device__, blockIdx and gridDim read the virtual grid, launch bounds and
+/// __grid_constant__ are dropped), and what it puts after (the first two undone).
+extern const char* const kVirtualGridPrologue;
+extern const char* const kVirtualGridEpilogue;
+
+}  // namespace torch_cudajit
