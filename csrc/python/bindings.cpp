@@ -378,7 +378,7 @@ void bind_device_methods(DispatcherClass& c) {
                                              int device, int threads, int64_t dynamic_shared) {
              return d.max_cooperative_grid_blocks(*spec, device, threads, dynamic_shared);
            })
-      .def("forall_shape", [](Dispatcher& d, py::tuple args, int64_t ntasks) {
+      .def("forall_shape", [](Dispatcher& d, py::tuple args, int64_t ntasks, int64_t shared_mem) {
              // What kernel.forall(ntasks)(*args) launches: grid, block, and the virtual blocks
              // each physical block runs (0: the kernel itself, on a plain grid).
              int device = 0;
@@ -386,10 +386,11 @@ void bind_device_methods(DispatcherClass& c) {
              const SpecKey key = d.make_key(conv.data(), conv.size(), &device);
              LaunchConfig cfg;
              cfg.forall_tasks = ntasks;
+             cfg.shared_mem = shared_mem;
              const Dispatcher::ForallPlan plan =
                  d.plan_forall(*get_or_compile(d, key), conv.data(), conv.size(), device, cfg);
              return py::make_tuple(plan.cfg.grid[0], plan.cfg.block[0], plan.spec->virtual_blocks);
-           }, py::arg("args"), py::arg("ntasks"))
+           }, py::arg("args"), py::arg("ntasks"), py::arg("shared_mem") = 0)
       .def_property_readonly("virtual_grid_refusal",
                              [](const Dispatcher& d) { return d.definition().virtual_grid_refusal(); })
       .def("virtual_grid", [](Dispatcher& d, py::tuple args, int arch) -> py::object {

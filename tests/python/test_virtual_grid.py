@@ -1,0 +1,233 @@
+"""forall's virtual grid: a kernel written one task per thread runs several virtual blocks per
+physical block, with __restrict__ data pointers, when nothing it writes overlaps another argument.
+CPU tests compile the variant for sm_90 and read the PTX and the refusals; GPU tests check that
+the kernel sees exactly the grid it asked for and that results match torch, on the virtual grid
+and on the plain launches it falls back to."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_cudajit as cj
+from _support import dtype_params, poison_, random_values
+
+README = r"""
+template <typename T>
+__global__ void axpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, cj::Array<const T, 1> y, float a) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < out.size(0)) out[i] = T(a * float(x[i]) + float(y[i]));
+}
+"""
+
+# What the kernel sees of its launch, one task per thread: written by a helper, so that the
+# virtual blockIdx reaches code outside the kernel too.
+GRID = r"""
+__device__ long long task() { return blockIdx.x * (long long)blockDim.x + threadIdx.x; }
+__global__ void grid_of(int* block, int* grid, int* thread, int* width, long long n) {
+  long long i = task();
+  if (i >= n) return;
+  block[i] = blockIdx.x;
+  grid[i] = gridDim.x;
+  thread[i] = threadIdx.x;
+  width[i] = blockDim.x;
+}
+"""
+
+# A grid-stride loop over gridDim: on the virtual grid, every virtual thread runs it once.
+GRID_STRIDE = r"""
+__global__ void add_one(int* count, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    atomicAdd(count + i, 1);
+}
+"""
+
+POINTERS = r"""
+template <typename T>
+__global__ void scale(T* out, const T* x, float a, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = T(a * float(x[i]));
+}
+"""
+
+
+#: A size whose plain grid fills an H200 many times over (the virtual grid needs it), and that
+#: is no multiple of a block, so that the last physical block runs fewer virtual blocks.
+BIG = (1 << 23) + 777
+
+
+# -- CPU: the variant and the refusals -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, blocks", [(torch.float32, 4), (torch.bfloat16, 8),
+                                           (torch.float16, 8), (torch.float64, 2)], ids=str)
+def test_readme_kernel_compiles_on_a_virtual_grid(dtype, blocks):
+    k = cj.jit(README)
+    x = torch.empty(1024, dtype=dtype)
+    assert k._core.virtual_grid_refusal == ""
+    info = k._core.virtual_grid((x, x, x, 2.0), 90)
+    assert info is not None, k._core.virtual_grid_failure((x, x, x, 2.0), 90)
+    assert info["virtual_blocks"] == blocks
+    assert info["companions"] == [0, 1, 2]
+    assert info["lowered_name"].startswith("cj_detail_virtual_")
+    assert f".entry {info['lowered_name']}(" in info["ptx"]
+    assert "ld.global.nc" in info["ptx"]
+    # The variant is no specialization of its own: signatures list the plain ones.
+    assert k.signatures == []
+    assert "ld.global.nc" not in k.compile(x, x, x, 2.0, arch="sm_90").inspect_ptx()
+
+
+def test_pointer_kernel_gets_companions_for_its_tensors():
+    k = cj.jit(POINTERS)
+    x = torch.empty(64)
+    info = k._core.virtual_grid((x, x, 2.0, 64), 90)
+    assert info is not None and info["companions"] == [0, 1]
+
+
+@pytest.mark.parametrize("source, options, reason", [
+    ("__global__ void k(float* o) { __shared__ float t[4]; t[0] = 1; o[0] = t[0]; }", {},
+     "shared memory"),
+    ("__global__ void k(float* o) { __syncthreads(); o[0] = 1; }", {}, "block barrier"),
+    ("__global__ void k(cj::Array<float, 1> o) { cj::elementwise(o, [] { return 1.f; }); }", {},
+     "loops over the grid itself"),
+    ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
+     "__global__ void k(float* o) { cg::this_grid().sync(); }", {}, "synchronizes the whole grid"),
+    ("__global__ void k(float* o) { o[threadIdx.x] = 1; }", {"debug": True}, "debug mode"),
+], ids=["shared", "barrier", "elementwise", "grid_sync", "debug"])
+def test_refusals_say_why(source, options, reason):
+    k = cj.jit(source, **options)
+    assert reason in k._core.virtual_grid_refusal
+    x = torch.empty(64)
+    args = (x,)
+    assert k._core.virtual_grid(args, 90) is None
+    assert reason in k._core.virtual_grid_failure(args, 90)
+
+
+def test_a_variant_that_does_not_compile_leaves_the_plain_kernel():
+    k = cj.jit("__global__ void __maxnreg__(32) k(float* o) { o[threadIdx.x] = 1; }")
+    x = torch.empty(64)
+    assert k._core.virtual_grid_refusal == ""
+    assert k._core.virtual_grid((x,), 90) is None
+    assert "__maxnreg__" in k._core.virtual_grid_failure((x,), 90)
+    k.compile(x, arch="sm_90")  # the kernel itself is fine
+
+
+# -- GPU: the grid the kernel sees, results, fallbacks --------------------------------------------
+
+
+def forall_shape(k, args, n, shared_mem=0):
+    """(grid, block, virtual blocks per physical block) of k.forall(n)(*args)."""
+    return k._core.forall_shape(args, n, shared_mem)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", dtype_params([torch.float32, torch.bfloat16, torch.float16,
+                                                torch.float64]))
+def test_readme_kernel_on_the_virtual_grid_matches_torch(device, dtype):
+    k = cj.jit(README)
+    n = BIG
+    x, y = random_values([n], dtype, device), random_values([n], dtype, device)
+    out = torch.empty_like(x)
+    want = (2.0 * x.float() + y.float()).to(dtype)
+    poison_(out, want)
+    k.forall(n)(out, x, y, 2.0)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+    grid, block, blocks = forall_shape(k, (out, x, y, 2.0), n)
+    virtual_grid = -(-n // block)
+    assert blocks == {torch.float64: 2, torch.float32: 4}.get(dtype, 8)
+    assert grid == -(-virtual_grid // blocks), (grid, block, blocks)
+
+
+@pytest.mark.gpu
+def test_the_kernel_sees_the_grid_it_asked_for(device):
+    k = cj.jit(GRID)
+    n = BIG
+    outs = [torch.full([n], -1, dtype=torch.int32, device=device) for _ in range(4)]
+    grid, block, blocks = forall_shape(k, (*outs, n), n)
+    assert blocks == 4
+    k.forall(n)(*outs, n)
+    i = torch.arange(n, device=device)
+    torch.testing.assert_close(outs[0], (i // block).int())
+    torch.testing.assert_close(outs[1], torch.full_like(outs[1], -(-n // block)))
+    torch.testing.assert_close(outs[2], (i % block).int())
+    torch.testing.assert_close(outs[3], torch.full_like(outs[3], block))
+
+
+@pytest.mark.gpu
+def test_grid_stride_kernel_visits_each_task_once(device):
+    k = cj.jit(GRID_STRIDE)
+    n = BIG
+    count = torch.zeros(n, dtype=torch.int32, device=device)
+    assert forall_shape(k, (count, n), n)[2] == 4
+    k.forall(n)(count, n)
+    assert bool((count == 1).all())
+
+
+@pytest.mark.gpu
+def test_pointer_kernel_on_the_virtual_grid(device):
+    k = cj.jit(POINTERS)
+    n = BIG
+    x = random_values([n], torch.bfloat16, device)
+    out = torch.empty_like(x)
+    poison_(out)
+    k.forall(n)(out, x, 3.0, n)
+    torch.testing.assert_close(out, (3.0 * x.float()).bfloat16(), rtol=0, atol=0)
+    assert forall_shape(k, (out, x, 3.0, n), n)[2] == 8
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["in_place", "overlapping_views", "small", "shared_mem"])
+def test_plain_grid_when_the_virtual_one_would_not_be_right_or_faster(device, case):
+    k = cj.jit(README)
+    n = BIG
+    base = random_values([n + 1], torch.float32, device)
+    y = random_values([n + 1], torch.float32, device)
+    shared_mem = 0
+    if case == "in_place":  # out is x: a written tensor overlaps a read one
+        out, x, y = base[:n], base[:n], y[:n]
+    elif case == "overlapping_views":  # out and x share all but one element
+        out, x, y = base[1:], base[:n], y[:n]
+    elif case == "small":  # too few blocks to fill the GPU several times over
+        n = 10_000
+        out, x, y = torch.empty(n, device=device), base[:n].clone(), y[:n]
+    else:  # dynamic shared memory belongs to physical blocks
+        out, x, y = torch.empty(n, device=device), base[:n].clone(), y[:n]
+        shared_mem = 256
+    want = 2.0 * x + y
+    if case != "in_place" and case != "overlapping_views":
+        poison_(out)
+    grid, block, blocks = forall_shape(k, (out, x, y, 2.0), n, shared_mem)
+    k.forall(n, shared_mem=shared_mem)(out, x, y, 2.0)
+    torch.cuda.synchronize()
+    if case == "overlapping_views":
+        # Threads race on the shared elements as they would on any plain launch; the first
+        # element is read before anything writes it.
+        torch.testing.assert_close(out[0], want[0])
+    else:
+        torch.testing.assert_close(out, want)
+    assert blocks == 0 and grid == -(-n // block)
+
+
+@pytest.mark.gpu
+def test_virtual_grid_under_torch_compile_and_cuda_graphs(device):
+    k = cj.jit(README)
+    n = BIG
+    x, y = random_values([n], torch.float32, device), random_values([n], torch.float32, device)
+    out = torch.empty_like(x)
+    poison_(out)
+    torch.compile(lambda o, a, b: k.forall(n)(o, a, b, 2.0), fullgraph=True)(out, x, y)
+    torch.testing.assert_close(out, 2.0 * x + y)
+
+    poison_(out)
+    k.forall(n)(out, x, y, 3.0)  # compiled and loaded before capture
+    graph = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(graph):
+            k.forall(n)(out, x, y, 3.0)
+    torch.cuda.current_stream().wait_stream(s)
+    poison_(out)
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, 3.0 * x + y)
