@@ -223,12 +223,17 @@ class Dispatcher {
   /// kernel whose arrays are all contiguous and 16-byte aligned gets one thread per
   /// kElementwiseVectors vectors: one step of its loop, as torch's own vectorized kernels do.
   /// A grid-stride kernel's grid is capped at the most blocks CUDA allows.
-  LaunchConfig forall_launch(Specialization& spec, int device, LaunchConfig cfg);
+  /// `blocks_per_sm`, when given, receives how many such blocks a multiprocessor holds at once.
+  LaunchConfig forall_launch(Specialization& spec, int device, LaunchConfig cfg,
+                             int* blocks_per_sm = nullptr);
   /// What a forall launch of `spec` with these arguments runs: the specialization and its
   /// configuration.
   struct ForallPlan {
     Specialization* spec;
     LaunchConfig cfg;
+    /// Why the kernel runs on a plain grid, for inspection: one of the launch's conditions, or
+    /// "" when the variant itself is missing (virtual_grid_failure) or is used.
+    const char* plain_because = "";
   };
   /// Plans a forall launch (cfg.forall_tasks tasks): the kernel on a virtual grid of
   /// virtual_blocks_for(key) virtual blocks per physical block when its text allows it

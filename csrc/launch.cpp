@@ -160,11 +160,14 @@ int64_t tasks_per_thread(TaskLoop loop, const SpecKey& key) {
 
 }  // namespace
 
-LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchConfig cfg) {
+LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchConfig cfg,
+                                       int* blocks_per_sm) {
   int block = 0;
   {
     DeviceScope scope(device);
-    block = spec.loaded().forall_block(device).first;
+    const std::pair<int, int> shape = spec.loaded().forall_block(device);
+    block = shape.first;
+    if (blocks_per_sm != nullptr) *blocks_per_sm = shape.second;
   }
   const int64_t threads = (cfg.forall_tasks - 1) / tasks_per_thread(def_->task_loop(), spec.key) + 1;
   int64_t grid = (threads - 1) / block + 1;  // no overflow near INT64_MAX
@@ -210,18 +213,27 @@ bool Dispatcher::writes_disjoint(const Specialization& spec, const Arg* args, si
 
 Dispatcher::ForallPlan Dispatcher::plan_forall(Specialization& spec, const Arg* args, size_t n,
                                                int device, const LaunchConfig& cfg) {
-  ForallPlan plan{&spec, forall_launch(spec, device, cfg)};
-  if (!def_->virtual_grid_refusal().empty() || cfg.shared_mem != 0 || spec.virtual_blocks > 0)
+  int per_sm = 0;
+  ForallPlan plan{&spec, forall_launch(spec, device, cfg, &per_sm)};
+  if (!def_->virtual_grid_refusal().empty() || spec.virtual_blocks > 0) return plan;
+  if (cfg.shared_mem != 0) {
+    plan.plain_because = "dynamic shared memory belongs to physical blocks";
     return plan;
+  }
   // Fewer physical blocks than the device holds at once would leave multiprocessors idle.
   const int blocks = virtual_blocks_for(spec.key);
-  int per_sm = 0;
-  {
-    DeviceScope scope(device);
-    per_sm = spec.loaded().forall_block(device).second;
-  }
   const int64_t wave = int64_t(per_sm) * device_limits(device).multiprocessors;
-  if (plan.cfg.grid[0] < blocks * wave || !writes_disjoint(spec, args, n)) return plan;
+  if (plan.cfg.grid[0] < blocks * wave) {
+    plan.plain_because = "the plain grid fills the GPU fewer times than a physical block would "
+                         "run virtual blocks";
+    return plan;
+  }
+  if (!writes_disjoint(spec, args, n)) {
+    plan.plain_because = "a tensor the kernel may write overlaps another argument, or an "
+                         "argument's extent is unknown (a cj.DevicePointer, extension bytes, "
+                         "pinned host memory)";
+    return plan;
+  }
   std::call_once(spec.virtual_once, [&] { spec.virtual_variant = get_virtual(spec.key); });
   Specialization* v = spec.virtual_variant.get();
   if (v == nullptr) return plan;
@@ -233,7 +245,10 @@ Dispatcher::ForallPlan Dispatcher::plan_forall(Specialization& spec, const Arg* 
   // The kernel sees a grid of `virtual_grid` blocks of `block` threads, which must fit the
   // unsigned int blockIdx.x it reads.
   const int64_t virtual_grid = (cfg.forall_tasks - 1) / block + 1;
-  if (virtual_grid > int64_t{0xffffffff}) return plan;
+  if (virtual_grid > int64_t{0xffffffff}) {
+    plan.plain_because = "the virtual grid would have more blocks than blockIdx.x counts";
+    return plan;
+  }
   plan.spec = v;
   plan.cfg.grid = {(virtual_grid - 1) / v->virtual_blocks + 1, 1, 1};
   plan.cfg.block = {block, 1, 1};

@@ -14,6 +14,7 @@ from ._errors import CompileError, KernelAssertionError, LowOccupancyWarning
 from ._extensions import Extension, Params
 from ._args import DevicePointer
 from ._kernel import Kernel, KernelModule, SpecializedKernel, CompiledKernel, Parameter
+from ._launch import ForallPlan
 from ._jit import jit
 from ._prebuilt import PrebuiltKernel, load
 from . import cache
@@ -27,6 +28,7 @@ __all__ = [
     "KernelModule",
     "SpecializedKernel",
     "CompiledKernel",
+    "ForallPlan",
     "Parameter",
     "Extension",
     "Params",

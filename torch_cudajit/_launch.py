@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
@@ -31,6 +31,18 @@ def _arch_number(arch) -> int:
     if isinstance(arch, tuple) and len(arch) == 2:
         return arch[0] * 10 + arch[1]
     raise ValueError(f"arch must be like 90, 'sm_90' or (9, 0), got {arch!r}")
+
+
+class ForallPlan(NamedTuple):
+    """What ``kernel.forall(ntasks)(*args)`` launches (``kernel.forall_plan``)."""
+
+    grid: int
+    block: int
+    #: Virtual blocks each physical block runs on forall's virtual grid; 0 when the kernel
+    #: itself runs, one thread per task, on a grid of ``grid`` blocks.
+    virtual_blocks: int
+    #: Why the kernel runs on a plain grid ("" when it runs on the virtual grid).
+    plain_because: str
 
 
 class _Launch:
@@ -251,8 +263,11 @@ class _Launch:
         threads where that keeps the same occupancy), and the grid gives each thread one task.
         A cj::elementwise kernel whose arrays are all contiguous and 16-byte aligned gets one
         thread per step of its vector loop instead (16 fp32 or 32 bf16 elements), as torch's
-        own vectorized kernels do. Never warns about low occupancy: a small grid here means
-        little work."""
+        own vectorized kernels do. A kernel written one task per thread runs on the virtual
+        grid when its text and the arguments allow it: each physical block runs several of the
+        blocks the kernel sees, with __restrict__ data pointers (README, "forall's virtual
+        grid"; ``forall_plan`` says what a call gets). Never warns about low occupancy: a small
+        grid here means little work."""
         if not isinstance(ntasks, int) or isinstance(ntasks, bool) or ntasks < 1:
             raise ValueError(f"forall: ntasks must be a positive int, got {ntasks!r}")
         if torch.compiler.is_compiling():
@@ -265,6 +280,16 @@ class _Launch:
         except (KeyError, TypeError):
             return self._configure(config, forall_tasks=ntasks)
 
+
+
+    def forall_plan(self, ntasks: int, *args, shared_mem: int = 0, **kwargs) -> ForallPlan:
+        """What ``forall(ntasks, shared_mem=shared_mem)(*args, **kwargs)`` launches, without
+        launching (it compiles what the launch would): the grid and block, the virtual blocks
+        each physical block runs, and why the kernel runs on a plain grid if it does."""
+        if not isinstance(ntasks, int) or isinstance(ntasks, bool) or ntasks < 1:
+            raise ValueError(f"forall_plan: ntasks must be a positive int, got {ntasks!r}")
+        bound = tuple(coerce(a) for a in self._kernel._bind(args, kwargs))
+        return ForallPlan(*self._kernel._core.forall_shape(bound, ntasks, shared_mem))
 
 
 class _ExtensionLauncher:

@@ -379,8 +379,8 @@ void bind_device_methods(DispatcherClass& c) {
              return d.max_cooperative_grid_blocks(*spec, device, threads, dynamic_shared);
            })
       .def("forall_shape", [](Dispatcher& d, py::tuple args, int64_t ntasks, int64_t shared_mem) {
-             // What kernel.forall(ntasks)(*args) launches: grid, block, and the virtual blocks
-             // each physical block runs (0: the kernel itself, on a plain grid).
+             // What kernel.forall(ntasks)(*args) launches: grid, block, the virtual blocks each
+             // physical block runs (0: the kernel itself, on a plain grid) and why not.
              int device = 0;
              std::vector<Arg> conv = convert_all(args, d.decl());
              const SpecKey key = d.make_key(conv.data(), conv.size(), &device);
@@ -389,7 +389,10 @@ void bind_device_methods(DispatcherClass& c) {
              cfg.shared_mem = shared_mem;
              const Dispatcher::ForallPlan plan =
                  d.plan_forall(*get_or_compile(d, key), conv.data(), conv.size(), device, cfg);
-             return py::make_tuple(plan.cfg.grid[0], plan.cfg.block[0], plan.spec->virtual_blocks);
+             std::string why = plan.plain_because;
+             if (plan.spec->virtual_blocks == 0 && why.empty()) why = d.virtual_grid_failure(key);
+             return py::make_tuple(plan.cfg.grid[0], plan.cfg.block[0], plan.spec->virtual_blocks,
+                                   why);
            }, py::arg("args"), py::arg("ntasks"), py::arg("shared_mem") = 0)
       .def_property_readonly("virtual_grid_refusal",
                              [](const Dispatcher& d) { return d.definition().virtual_grid_refusal(); })

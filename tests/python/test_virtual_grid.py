@@ -117,7 +117,10 @@ def test_a_variant_that_does_not_compile_leaves_the_plain_kernel():
 
 def forall_shape(k, args, n, shared_mem=0):
     """(grid, block, virtual blocks per physical block) of k.forall(n)(*args)."""
-    return k._core.forall_shape(args, n, shared_mem)
+    plan = k.forall_plan(n, *args, shared_mem=shared_mem)
+    assert isinstance(plan, cj.ForallPlan)
+    assert (plan.plain_because == "") == (plan.virtual_blocks > 0), plan
+    return plan.grid, plan.block, plan.virtual_blocks
 
 
 @pytest.mark.gpu
@@ -197,6 +200,9 @@ def test_plain_grid_when_the_virtual_one_would_not_be_right_or_faster(device, ca
     if case != "in_place" and case != "overlapping_views":
         poison_(out)
     grid, block, blocks = forall_shape(k, (out, x, y, 2.0), n, shared_mem)
+    because = {"in_place": "overlaps another argument", "overlapping_views": "overlaps another argument",
+               "small": "fills the GPU fewer times", "shared_mem": "dynamic shared memory"}[case]
+    assert because in k.forall_plan(n, out, x, y, 2.0, shared_mem=shared_mem).plain_because
     k.forall(n, shared_mem=shared_mem)(out, x, y, 2.0)
     torch.cuda.synchronize()
     if case == "overlapping_views":
@@ -231,3 +237,22 @@ def test_virtual_grid_under_torch_compile_and_cuda_graphs(device):
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(out, 3.0 * x + y)
+
+
+@pytest.mark.gpu
+def test_forall_plan_names_the_refusal_and_checks_ntasks(device):
+    k = cj.jit("__global__ void k(float* o) { __shared__ float t[1]; t[0] = 1; o[threadIdx.x] = t[0]; }")
+    out = torch.empty(BIG, device=device)
+    plan = k.forall_plan(BIG, out)
+    assert plan.virtual_blocks == 0 and "shared memory" in plan.plain_because
+    with pytest.raises(ValueError, match="ntasks must be a positive int, got 0"):
+        k.forall_plan(0, out)
+    with pytest.raises(TypeError, match="missing argument"):
+        k.forall_plan(BIG)
+
+
+@pytest.mark.parametrize("ntasks", [0, -3, True, 2.5], ids=repr)
+def test_forall_plan_refuses_bad_ntasks(ntasks):
+    k = cj.jit(README)
+    with pytest.raises(ValueError, match=f"forall_plan: ntasks must be a positive int, got {ntasks!r}"):
+        k.forall_plan(ntasks, torch.empty(4), torch.empty(4), torch.empty(4), 2.0)
