@@ -1,7 +1,8 @@
 """Bandwidth of an elementwise kernel, out = a * x + y (three arrays moved), side by side in one
 run: torch.add, Triton and CuPy where installed, torch_cudajit's cj::elementwise helper, the
-README-style cj::Array kernel (one element per thread), the same through kernel.forall, and a
-raw-pointer grid-stride kernel; fp32, bf16 and fp16; sizes 2^16 to 2^28.
+README-style cj::Array kernel (one element per thread), the same through kernel.forall (which
+runs it on forall's virtual grid at the larger sizes: csrc/virtual_grid.h), and a raw-pointer
+grid-stride kernel; fp32, bf16 and fp16; sizes 2^16 to 2^28.
 
 Floor: bytes moved / HBM bandwidth (the H200's HBM3e: 4.8 TB/s nominal, less in practice);
 torch.add, measured in the same run, is the practical ceiling.

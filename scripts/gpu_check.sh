@@ -13,8 +13,8 @@
 #   aoti   the export, AOTInductor (Python and examples/aoti) and deploy tests
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
-# PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), CTEST_ARGS ctest ones
-# (e.g. "-R Gpu|Ops").
+# PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), PYTEST_FILES replaces
+# tests/python (to split the suite over calls), CTEST_ARGS adds ctest ones (e.g. "-R Gpu|Ops").
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_logs}
 mkdir -p "$OUT"
@@ -53,7 +53,7 @@ if wants all smoke; then
 fi
 if wants all tests pytest final; then
   # final: the op family, the deploy program and the launch path only.
-  files=tests/python
+  files=${PYTEST_FILES:-tests/python}
   wants final && files="tests/python/test_ops.py tests/python/test_deploy.py tests/python/test_launch.py"
   echo "== pytest ($files)"
   python3 -m pytest $files ${PYTEST_ARGS:-} -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -25
