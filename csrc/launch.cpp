@@ -237,13 +237,9 @@ Dispatcher::ForallPlan Dispatcher::plan_forall(Specialization& spec, const Arg* 
   std::call_once(spec.virtual_once, [&] { spec.virtual_variant = get_virtual(spec.key); });
   Specialization* v = spec.virtual_variant.get();
   if (v == nullptr) return plan;
-  int block = 0;
-  {
-    DeviceScope scope(device);
-    block = v->loaded().forall_block(device).first;
-  }
-  // The kernel sees a grid of `virtual_grid` blocks of `block` threads, which must fit the
-  // unsigned int blockIdx.x it reads.
+  // The kernel sees a grid of `virtual_grid` blocks of kVirtualBlockThreads threads, which must
+  // fit the unsigned int blockIdx.x it reads.
+  constexpr int block = kVirtualBlockThreads;
   const int64_t virtual_grid = (cfg.forall_tasks - 1) / block + 1;
   if (virtual_grid > int64_t{0xffffffff}) {
     plan.plain_because = "the virtual grid would have more blocks than blockIdx.x counts";

@@ -114,11 +114,13 @@ const char* const kVirtualGridPrologue =
     "#undef __grid_constant__\n"
     "#define __grid_constant__\n"
     "#define blockIdx (::cj::detail::virtual_block_idx())\n"
-    "#define gridDim (::cj::detail::virtual_grid_dim())\n";
+    "#define gridDim (::cj::detail::virtual_grid_dim())\n"
+    "#define blockDim (::cj::detail::virtual_block_dim())\n";
 
 const char* const kVirtualGridEpilogue =
     "\n#undef blockIdx\n"
     "#undef gridDim\n"
+    "#undef blockDim\n"
     "#undef __global__\n"
     "#define __global__ __location__(global)\n";
 

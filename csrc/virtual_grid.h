@@ -7,7 +7,7 @@
 // virtual blocks before their stores; the launch uses it only when no written tensor overlaps
 // another argument, which is what makes __restrict__ true. The kernel sees the grid it asked
 // for: every virtual block runs once, with the blockIdx, gridDim, blockDim and threadIdx of a
-// launch of that many blocks.
+// launch of that many blocks of kVirtualBlockThreads threads.
 #pragma once
 
 #include "program.h"
@@ -18,6 +18,12 @@
 #include <vector>
 
 namespace torch_cudajit {
+
+/// The block size of every virtual-grid launch, a compile-time constant in the variant
+/// (cj::detail::kVirtualBlockThreads in cj/cj.cuh): a kernel's blockDim is then known to the
+/// compiler, which folds the addresses of later virtual blocks into offsets of the first one's.
+/// Any kernel can take it: a block of 256 threads fits every register budget.
+constexpr int kVirtualBlockThreads = 256;
 
 /// How many virtual blocks one physical block runs for a key: enough that a thread moving one
 /// element of the narrowest tensor per virtual block has 16 bytes of it in flight (4 for
@@ -50,8 +56,9 @@ std::string virtual_grid_wrapper(const KernelDecl& decl, const SpecKey& key,
                                  const Instantiation& inst, const std::string& tag, int blocks);
 
 /// What a virtual-grid compile puts between cj/cj.cuh and the user's source (__global__ becomes
-/// a forced-inline __device__, blockIdx and gridDim read the virtual grid, launch bounds and
-/// __grid_constant__ are dropped), and what it puts after (the first two undone).
+/// a forced-inline __device__, blockIdx and gridDim read the virtual grid, blockDim is the
+/// constant kVirtualBlockThreads, launch bounds and __grid_constant__ are dropped), and what it
+/// puts after (all but the last two undone).
 extern const char* const kVirtualGridPrologue;
 extern const char* const kVirtualGridEpilogue;
 

@@ -185,7 +185,8 @@ TEST(VirtualGridTest, GenerateWrapsTheSourceAndNamesTheWrapper) {
   CJ_EXPECT_CONTAINS(virt.text, "#define __global__ __device__ __forceinline__");
   // The user's source keeps its line numbers, and __global__ is itself again for the wrapper.
   CJ_EXPECT_CONTAINS(virt.text, "#line 1 \"kernel.cu\"\n");
-  CJ_EXPECT_CONTAINS(virt.text, "#undef blockIdx\n#undef gridDim\n#undef __global__\n"
+  CJ_EXPECT_CONTAINS(virt.text, "#define blockDim (::cj::detail::virtual_block_dim())");
+  CJ_EXPECT_CONTAINS(virt.text, "#undef blockIdx\n#undef gridDim\n#undef blockDim\n#undef __global__\n"
                                 "#define __global__ __location__(global)\n");
   CJ_EXPECT_CONTAINS(virt.text, "extern \"C\" __global__ void " + virtual_grid_name(tag) + "(");
   CJ_EXPECT_CONTAINS(virt.text, "run_virtual_blocks<4>");
@@ -251,6 +252,9 @@ TEST(VirtualGridTest, KernelsCompileOnAVirtualGridWithRestrictLoads) {
     CJ_EXPECT_CONTAINS(virt.ptx, ".entry " + virtual_grid_name(tag) + "(");
     EXPECT_GT(count_of(virt.ptx, "ld.global.nc"), 0u);
     EXPECT_EQ(count_of(plain.ptx, "ld.global.nc"), 0u);
+    // blockDim is the constant kVirtualBlockThreads: the variant never reads %ntid.
+    EXPECT_GT(count_of(plain.ptx, "%ntid.x"), 0u);
+    EXPECT_EQ(count_of(virt.ptx, "%ntid"), 0u);
     ASSERT_EQ(virt.probes[0].size(), plain.probes[0].size());
     for (size_t i = 0; i < plain.probes[0].size(); ++i) {
       EXPECT_EQ(virt.probes[0][i].code, plain.probes[0][i].code);

@@ -447,14 +447,19 @@ struct alignas(2 * sizeof(T)) complex {
 #if defined(CJ_VIRTUAL_GRID)
 namespace detail {
 // forall's virtual grid (csrc/virtual_grid.h): the kernel's text is compiled as a __device__
-// function whose `blockIdx` and `gridDim` read the values below, and a generated __global__
+// function whose `blockIdx`, `gridDim` and `blockDim` read the values below, and a generated __global__
 // wrapper runs several virtual blocks per physical block, one after the other. The wrapper's
 // pointers are __restrict__ (the launch checked that no written tensor overlaps another), so
 // the loads of later virtual blocks can be issued before the stores of earlier ones.
 
+/// The block size of every virtual-grid launch (csrc/virtual_grid.h: kVirtualBlockThreads). As a
+/// constant, blockDim lets the compiler fold each virtual block's addresses into offsets of the
+/// first one's, which keeps the bodies small enough for ptxas to predicate and overlap.
+constexpr unsigned int kVirtualBlockThreads = 256;
+
 /// Each thread's current virtual block; per thread, because the threads of a block may be in
 /// different virtual blocks at any moment.
-__shared__ unsigned int virtual_block_slot[1024];
+__shared__ unsigned int virtual_block_slot[kVirtualBlockThreads];
 /// The virtual grid's size, the same for every thread.
 __shared__ unsigned int virtual_grid_size;
 
@@ -462,6 +467,7 @@ __device__ __forceinline__ uint3 virtual_block_idx() {
   return make_uint3(virtual_block_slot[threadIdx.x], blockIdx.y, blockIdx.z);
 }
 __device__ __forceinline__ dim3 virtual_grid_dim() { return dim3(virtual_grid_size, gridDim.y, gridDim.z); }
+__device__ __forceinline__ dim3 virtual_block_dim() { return dim3(kVirtualBlockThreads, 1, 1); }
 
 /// The __restrict__ pointer the wrapper receives beside a tensor parameter.
 template <class CjP> struct restrict_of;
