@@ -6,6 +6,7 @@
 #include "options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 
 namespace torch_cudajit {
@@ -39,6 +40,26 @@ std::string refused_word(const std::string& text, const std::string& where) {
   return "";
 }
 
+// The first namespace-scope variable in `masked` (a source with comments, strings and
+// preprocessor lines blanked) that lives in the module: __constant__ and __managed__ ones, and a
+// __device__ declaration whose name is followed by `;`, `=` or `[` rather than `(`.
+std::string module_variable(const std::string& masked) {
+  auto word_at = [&](size_t at, const std::string& w) {
+    const auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    return masked.compare(at, w.size(), w) == 0 && (at == 0 || !ident(masked[at - 1])) &&
+           (at + w.size() >= masked.size() || !ident(masked[at + w.size()]));
+  };
+  for (size_t at = 0; at < masked.size(); ++at) {
+    if (masked[at] != '_') continue;
+    if (word_at(at, "__constant__") || word_at(at, "__managed__"))
+      return masked.substr(at, masked.find("__", at + 2) + 2 - at);
+    if (!word_at(at, "__device__")) continue;
+    const size_t end = masked.find_first_of("(;=[{", at);
+    if (end != std::string::npos && masked[end] != '(' && masked[end] != '{') return "__device__";
+  }
+  return "";
+}
+
 }  // namespace
 
 int virtual_blocks_for(const SpecKey& key) {
@@ -68,6 +89,11 @@ std::string virtual_grid_refusal(const Program& program, const std::string& kern
   }
   std::string why = refused_word(program.source(), "its source");
   if (!why.empty()) return why;
+  // The variant is a module of its own: a variable there is not the one kernel.get_global reaches.
+  const std::string variable = module_variable(mask_source(program.source()));
+  if (!variable.empty())
+    return "its source declares a " + variable + " variable, of which the variant's module would "
+           "hold a copy of its own";
   if (!detail::includes_only_known_headers(program.source()))
     return "it includes headers from outside CUDA's and torch_cudajit's folders, which are not "
            "read";

@@ -33,7 +33,9 @@ int virtual_blocks_for(const SpecKey& key);
 /// Why kernel `kernel_name` of `program`, compiled with `options`, cannot run on a virtual
 /// grid, or "" when it can. Refused: code whose meaning depends on the physical block (shared
 /// memory and block barriers, which would mix virtual blocks; cooperative groups, clusters, PTX's
-/// block registers, dynamic parallelism, PTX `exit`), text the scan cannot read (headers from
+/// block registers, dynamic parallelism, PTX `exit`), module variables (`__device__`,
+/// `__constant__`, `__managed__`: the variant's module would hold copies that kernel.get_global
+/// does not reach), text the scan cannot read (headers from
 /// outside CUDA's and the plugin's folders, pre-included files, linked files), debug mode, and
 /// kernels that loop over the grid themselves (cj::for_each, cj::elementwise), which forall
 /// already launches for throughput. Words in comments count too: a false refusal costs speed,

@@ -127,6 +127,18 @@ TEST(VirtualGridTest, RefusalNamesWhatTheKernelUses) {
        "pre-included"},
       {"debug mode", "__global__ void k" + body, {}, true, "debug mode"},
       {"CUDA headers are read", "#include <cuda_fp16.h>\n__global__ void k" + body, {}, false, ""},
+      {"a __device__ variable", "__device__ float* g_table;\n__global__ void k" + body, {}, false,
+       "declares a __device__ variable"},
+      {"a __device__ array", "__device__ int counts[4] = {0};\n__global__ void k" + body, {}, false,
+       "declares a __device__ variable"},
+      {"a __constant__ variable", "__constant__ float scale;\n__global__ void k" + body, {}, false,
+       "declares a __constant__ variable"},
+      {"a __managed__ variable", "__managed__ int flag;\n__global__ void k" + body, {}, false,
+       "declares a __managed__ variable"},
+      {"__device__ functions are no variables",
+       "template <class T> __device__ __forceinline__ T twice(T v) { return 2 * v; }\n"
+       "__host__ __device__ inline int one() { return 1; }\n__global__ void k" + body,
+       {}, false, ""},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

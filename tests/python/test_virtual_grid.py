@@ -93,7 +93,9 @@ def test_pointer_kernel_gets_companions_for_its_tensors():
     ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
      "__global__ void k(float* o) { cg::this_grid().sync(); }", {}, "synchronizes the whole grid"),
     ("__global__ void k(float* o) { o[threadIdx.x] = 1; }", {"debug": True}, "debug mode"),
-], ids=["shared", "barrier", "elementwise", "grid_sync", "debug"])
+    ("__device__ float g_scale;\n__global__ void k(float* o) { o[threadIdx.x] = g_scale; }", {},
+     "declares a __device__ variable"),
+], ids=["shared", "barrier", "elementwise", "grid_sync", "debug", "module_variable"])
 def test_refusals_say_why(source, options, reason):
     k = cj.jit(source, **options)
     assert reason in k._core.virtual_grid_refusal
