@@ -67,7 +67,8 @@ KernelDefinition::KernelDefinition(std::shared_ptr<const Program> program,
   else if (cooperative_)
     virtual_grid_refusal_ = "it synchronizes the whole grid";
   else
-    virtual_grid_refusal_ = torch_cudajit::virtual_grid_refusal(*program_, decl_->name, options_.compile);
+    virtual_grid_refusal_ =
+        torch_cudajit::virtual_grid_refusal(*program_, decl_->name, options_.compile);
   Sha256 h;
   // The program's digest stands for its source and file name (hashed once per program).
   h.field(program_->digest()).field(decl_->name).field(requested_std_).field(options_.template_args);

@@ -80,7 +80,6 @@ std::string virtual_grid_refusal(const Program& program, const std::string& kern
   if (program.task_loop(kernel_name) != TaskLoop::kOnePerThread)
     return "it loops over the grid itself (cj::for_each or cj::elementwise), and forall "
            "already gives it a throughput launch";
-  if (program.cooperative(kernel_name)) return "it synchronizes the whole grid";
   const UserOptions user = parse_user_options(options.extra);
   if (!user.pre_includes.empty()) return "pre-included files (-include) are not read";
   for (const std::string& macro : user.macros) {

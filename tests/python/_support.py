@@ -30,6 +30,29 @@ __global__ void accumulate(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a, in
 """
 
 
+#: The README's one-element-per-thread kernel, out = a*x + y: the subject of the roofline and
+#: virtual-grid tests.
+README_AXPY = r"""
+template <typename T>
+__global__ void axpy_readme(cj::Array<T, 1> out, cj::Array<const T, 1> x, cj::Array<const T, 1> y, float a) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < out.size(0)) out[i] = T(a * float(x[i]) + float(y[i]));
+}
+"""
+
+
+def forall_axpy(kernel, n, dtype, device):
+    """Launches ``kernel.forall(n)(out, x, y, 2.0)`` (an axpy kernel) on random inputs into a
+    poisoned output, checks it bit for bit against torch and returns the arguments."""
+    x, y = random_values([n], dtype, device), random_values([n], dtype, device)
+    out = torch.empty_like(x)
+    want = (2.0 * x.float() + y.float()).to(dtype)
+    poison_(out, want)
+    kernel.forall(n)(out, x, y, 2.0)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+    return out, x, y, 2.0
+
+
 # -- dtypes ------------------------------------------------------------------------------------
 
 #: Every dtype a kernel takes, with the name torch_cudajit's signatures use for it.

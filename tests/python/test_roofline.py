@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import torch_cudajit as cj
-from _support import FLOAT_DTYPES, poison_, random_values
+from _support import FLOAT_DTYPES, README_AXPY, forall_axpy, poison_, random_values
 
 AXPY = r"""
 template <typename T>
@@ -37,13 +37,7 @@ __global__ void scale4(cj::Array<float, 1> out, cj::Array<const float, 1> x, flo
 }
 """
 
-README = r"""
-template <typename T>
-__global__ void axpy_readme(cj::Array<T, 1> out, cj::Array<const T, 1> x, cj::Array<const T, 1> y, float a) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i < out.size(0)) out[i] = T(a * float(x[i]) + float(y[i]));
-}
-"""
+README = README_AXPY
 
 
 def meta(n, dtype=torch.float32):
@@ -190,13 +184,8 @@ def test_task_loop_kinds():
 @pytest.mark.parametrize("n", [1, 1000, (1 << 22) + 3], ids=lambda n: f"n{n}")
 def test_forall_gives_elementwise_one_vector_step_per_thread(device, dtype, per_thread, n):
     k = cj.jit(AXPY)
-    x, y = random_values([n], dtype, device), random_values([n], dtype, device)
-    out = torch.empty_like(x)
-    want = (2.0 * x.float() + y.float()).to(dtype)
-    poison_(out, want)
-    k.forall(n)(out, x, y, 2.0)
-    torch.testing.assert_close(out, want, rtol=0, atol=0)
-    grid, block, virtual_blocks, _ = k._core.forall_shape((out, x, y, 2.0), n)
+    args = forall_axpy(k, n, dtype, device)
+    grid, block, virtual_blocks, _ = k._core.forall_shape(args, n)
     assert grid == -(-n // (per_thread * block)) and virtual_blocks == 0, (grid, block)
     assert ("forall", n, None, 0) in k._launchers
 

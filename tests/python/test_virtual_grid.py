@@ -9,15 +9,9 @@ import pytest
 import torch
 
 import torch_cudajit as cj
-from _support import dtype_params, poison_, random_values
+from _support import README_AXPY, dtype_params, forall_axpy, poison_, random_values
 
-README = r"""
-template <typename T>
-__global__ void axpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, cj::Array<const T, 1> y, float a) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i < out.size(0)) out[i] = T(a * float(x[i]) + float(y[i]));
-}
-"""
+README = README_AXPY
 
 # What the kernel sees of its launch, one task per thread: written by a helper, so that the
 # virtual blockIdx reaches code outside the kernel too.
@@ -131,13 +125,7 @@ def forall_shape(k, args, n, shared_mem=0):
 def test_readme_kernel_on_the_virtual_grid_matches_torch(device, dtype):
     k = cj.jit(README)
     n = BIG
-    x, y = random_values([n], dtype, device), random_values([n], dtype, device)
-    out = torch.empty_like(x)
-    want = (2.0 * x.float() + y.float()).to(dtype)
-    poison_(out, want)
-    k.forall(n)(out, x, y, 2.0)
-    torch.testing.assert_close(out, want, rtol=0, atol=0)
-    grid, block, blocks = forall_shape(k, (out, x, y, 2.0), n)
+    grid, block, blocks = forall_shape(k, forall_axpy(k, n, dtype, device), n)
     virtual_grid = -(-n // block)
     assert blocks == {torch.float64: 2, torch.float32: 4}.get(dtype, 8)
     assert grid == -(-virtual_grid // blocks), (grid, block, blocks)
