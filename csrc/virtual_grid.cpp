@@ -70,7 +70,7 @@ int virtual_blocks_for(const SpecKey& key) {
     if (size > 0 && (narrowest == 0 || size < narrowest)) narrowest = size;
   }
   if (narrowest == 0) return 4;
-  return static_cast<int>(std::clamp<size_t>(16 / narrowest, 2, 8));
+  return static_cast<int>(std::clamp<size_t>(16 / narrowest, 2, kMaxVirtualBlocks));
 }
 
 std::string virtual_grid_refusal(const Program& program, const std::string& kernel_name,

@@ -25,9 +25,15 @@ namespace torch_cudajit {
 /// Any kernel can take it: a block of 256 threads fits every register budget.
 constexpr int kVirtualBlockThreads = 256;
 
+/// The most virtual blocks a physical block runs. Each unrolled block's bounds check holds one of
+/// the seven predicate registers of an NVIDIA GPU while its loads are in flight; beyond four,
+/// ptxas runs out for kernels with a second condition and stores an early block's result before
+/// the later blocks' loads, which then wait for it. Deeper unrolls measured no faster.
+constexpr int kMaxVirtualBlocks = 4;
+
 /// How many virtual blocks one physical block runs for a key: enough that a thread moving one
-/// element of the narrowest tensor per virtual block has 16 bytes of it in flight (4 for
-/// float32, 8 for 2-byte types), at least 2 and at most 8.
+/// element of the narrowest tensor per virtual block has 16 bytes of it in flight, at least 2
+/// (float64) and at most kMaxVirtualBlocks (float32 and narrower).
 int virtual_blocks_for(const SpecKey& key);
 
 /// Why kernel `kernel_name` of `program`, compiled with `options`, cannot run on a virtual

@@ -59,12 +59,14 @@ TEST(VirtualGridTest, VirtualBlocksFollowTheNarrowestTensor) {
   };
   const Case cases[] = {
       {"float32", readme_key(TypeCode::kFloat), 4},
-      {"bfloat16", readme_key(TypeCode::kBFloat16), 8},
+      {"bfloat16 (at most 4)", readme_key(TypeCode::kBFloat16), 4},
       {"float64", readme_key(TypeCode::kDouble), 2},
-      {"int8 (at most 8)", readme_key(TypeCode::kInt8), 8},
+      {"int8 (at most 4)", readme_key(TypeCode::kInt8), 4},
       {"complex128 (at least 2)", readme_key(TypeCode::kComplexDouble), 2},
       {"float32 and float16", make_spec_key(kArch, {aligned_sig(TypeCode::kFloat, 1),
-                                                    aligned_sig(TypeCode::kHalf, 1)}), 8},
+                                                    aligned_sig(TypeCode::kHalf, 1)}), 4},
+      {"float64 and float32", make_spec_key(kArch, {aligned_sig(TypeCode::kDouble, 1),
+                                                    aligned_sig(TypeCode::kFloat, 1)}), 4},
       {"no tensors", make_spec_key(kArch, {number_sig(ArgKind::kInt)}), 4},
   };
   for (const Case& c : cases) {

@@ -497,6 +497,10 @@ __device__ __forceinline__ void run_virtual_blocks(unsigned int cj_grid, CjF&& c
       virtual_block_slot[threadIdx.x] = cj_first + cj_j;
       cj_body();
     }
+    // Every thread of the block takes this path. Without an instruction after the last block,
+    // ptxas turns that block's bounds check into an early exit placed after the other blocks'
+    // stores, and its loads then start only when theirs have finished.
+    __syncwarp();
   } else {
     for (unsigned int cj_v = cj_first; cj_v < cj_grid; ++cj_v) {
       virtual_block_slot[threadIdx.x] = cj_v;
