@@ -1,13 +1,23 @@
-"""The experiment behind forall's virtual grid (csrc/virtual_grid.h), kept to be rerun: the
-README's one-element-per-thread axpy on 1..16 virtual blocks per physical block, with the
-wrapper's __restrict__ data pointers, with and without an L2 bulk prefetch of each block's slice
-(cp.async.bulk.prefetch.L2), against torch.add in the same run. Hand-written in the shape the
-plugin generates and compiled with CuPy's RawModule, so that variants the plugin does not ship
-(the prefetch) can be measured beside it.
+"""How fast can a kernel that loads one element per thread per instruction go? The experiment
+behind forall's virtual grid (csrc/virtual_grid.h), kept to be rerun.
 
-Floor: bytes moved / HBM bandwidth; torch.add in the same run is the practical ceiling.
+Hand-written kernels in the shape the virtual grid generates (K blocks of 256 elements per
+256-thread block, `__restrict__` pointers, every load issued before the first store), compiled
+with CuPy's RawModule, beside torch_cudajit's own forall launch of the README kernel and
+torch.add, in one run:
 
-Run: python benchmarks/virtual_grid_probe.py [include folder of torch_cudajit]"""
+- `scalar K`: one element per thread per virtual block, no bounds check: the ceiling for a
+  kernel whose loads are one element wide;
+- `scalar K L2::256B`: the same with an L2 fetch-size hint on the loads;
+- `pairs R2`: each thread runs two adjacent virtual threads (a warp's load spans 128 bytes, half
+  of them used);
+- `2-wide loads`: two adjacent elements per load instruction, one element per store;
+- `2-wide`: two elements per load and per store;
+- `forall`: the README kernel through kernel.forall (the virtual grid).
+
+Floor: bytes moved / HBM bandwidth; torch.add (16-byte vector accesses) is the practical ceiling.
+
+Run: python benchmarks/virtual_grid_probe.py"""
 import os
 import statistics
 import sys
@@ -16,106 +26,85 @@ import cupy
 import numpy as np
 import torch
 
-INC = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "torch_cudajit", "include")
+os.environ.setdefault("TORCH_CUDAJIT_LOW_OCCUPANCY_WARNINGS", "0")
+sys.path.insert(0, os.path.dirname(__file__))
+import torch_cudajit as cj  # noqa: E402
+from bandwidth import README, time_ms  # noqa: E402
+
 SRC = r"""
-#define CJ_HAVE_FP16 1
-#define CJ_HAVE_BF16 1
-#include <cj/cj.cuh>
-namespace cj { namespace detail {
-__shared__ unsigned vblock_slot[1024];
-__shared__ unsigned vgrid_slot;
-__device__ __forceinline__ uint3 virtual_block() { return make_uint3(vblock_slot[threadIdx.x], 0, 0); }
-__device__ __forceinline__ dim3 virtual_grid() { return dim3(vgrid_slot, 1, 1); }
-}}
-template <class T> __device__ cj::Array<T,1,cj::Layout<7>> mk(T* p, long long n) { cj::Array<T,1,cj::Layout<7>> r; r.data_ = p; r.shape_[0] = n; r.strides_[0] = 1; return r; }
-template <typename T, class L>
-__device__ void axpy_plain_body(cj::Array<T, 1, L> out, cj::Array<const T, 1, L> x, cj::Array<const T, 1, L> y, float a) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i < out.size(0)) out[i] = T(a * float(x[i]) + float(y[i]));
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+template <class T> __device__ __forceinline__ float to_f(T v) { return float(v); }
+template <> __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T> __device__ __forceinline__ T load(const T* p, bool hint) {
+  if (!hint || sizeof(T) != 2) return *p;
+  unsigned short r;
+  asm("ld.global.nc.L2::256B.b16 %0, [%1];" : "=h"(r) : "l"(p));
+  return *reinterpret_cast<T*>(&r);
 }
-template <typename T>
-__global__ void axpy_plain(T* o, const T* x, const T* y, float a, long long n) {
-  axpy_plain_body<T, cj::Layout<7>>(mk(o, n), mk(x, n), mk(y, n), a);
-}
-#undef __global__
-#define __global__ __device__
-#define blockIdx (::cj::detail::virtual_block())
-#define gridDim (::cj::detail::virtual_grid())
-template <typename T, class L>
-__global__ void axpy_readme(cj::Array<T, 1, L> out, cj::Array<const T, 1, L> x, cj::Array<const T, 1, L> y, float a) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i < out.size(0)) out[i] = T(a * float(x[i]) + float(y[i]));
-}
-#undef blockIdx
-#undef gridDim
-#undef __global__
-#define __global__ __location__(global)
-__device__ __forceinline__ void l2_prefetch(const void* base, long long nbytes, long long begin, long long len) {
-  long long b = begin < 0 ? 0 : begin, e = begin + len > nbytes ? nbytes : begin + len;
-  const char* p = (const char*)base;
-  long long ab = ((long long)(p + b) + 15) & ~15LL, ae = ((long long)(p + e)) & ~15LL;
-  if (ae > ab) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(ab), "r"((unsigned)(ae - ab)) : "memory");
-}
-#define VBODY(T) \
-  if (threadIdx.x == 0) { \
-    cj::detail::vgrid_slot = vg; \
-    if (PF) { long long b = (long long)blockIdx.x * K * blockDim.x * sizeof(T), len = (long long)K * blockDim.x * sizeof(T); \
-      l2_prefetch(px, n * sizeof(T), b, len); l2_prefetch(py, n * sizeof(T), b, len); } \
-  } \
-  __syncthreads(); \
-  auto out = mk(po, n); auto x = mk(px, n); auto y = mk(py, n); \
-  unsigned v0 = blockIdx.x * K; \
-  if (v0 + K <= vg) { \
-    _Pragma("unroll") for (int j = 0; j < K; ++j) { cj::detail::vblock_slot[threadIdx.x] = v0 + j; axpy_readme<T, cj::Layout<7>>(out, x, y, a); } \
-  } else { \
-    for (unsigned v = v0; v < vg; ++v) { cj::detail::vblock_slot[threadIdx.x] = v; axpy_readme<T, cj::Layout<7>>(out, x, y, a); } \
+// K blocks of 256 elements per block; R adjacent elements per thread (R = 1: one per thread).
+template <int K, int R, bool HINT, class T>
+__global__ void scalar(T* __restrict__ o, const T* __restrict__ x, const T* __restrict__ y, float a) {
+  const long long base = (long long)blockIdx.x * K * 256;
+  T xs[K], ys[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    const long long i = base + (j / R) * 256 * R + R * threadIdx.x + j % R;
+    xs[j] = load(x + i, HINT); ys[j] = load(y + i, HINT);
   }
-template <int K, class T, bool PF>
-__global__ void vres(T* __restrict__ po, const T* __restrict__ px, const T* __restrict__ py, float a, long long n, unsigned vg) { VBODY(T) }
-template <int K, class T, bool PF>
-__global__ void vplain(T* po, const T* px, const T* py, float a, long long n, unsigned vg) { VBODY(T) }
+#pragma unroll
+  for (int j = 0; j < K; ++j)
+    o[base + (j / R) * 256 * R + R * threadIdx.x + j % R] = T(a * to_f(xs[j]) + to_f(ys[j]));
+}
+// Two adjacent elements per load instruction; stores two-wide (WIDE) or one element each.
+template <int K, bool WIDE, class T, class T2>
+__global__ void pairs(T* __restrict__ o, const T* __restrict__ x, const T* __restrict__ y, float a) {
+  const long long base = (long long)blockIdx.x * K * 256 / 2;
+#pragma unroll
+  for (int s = 0; s < K / 2; ++s) {
+    const long long i = base + s * 256 + threadIdx.x;
+    const T2 xv = reinterpret_cast<const T2*>(x)[i], yv = reinterpret_cast<const T2*>(y)[i];
+    const T r0 = T(a * to_f(xv.x) + to_f(yv.x)), r1 = T(a * to_f(xv.y) + to_f(yv.y));
+    if (WIDE) { T2 r; r.x = r0; r.y = r1; reinterpret_cast<T2*>(o)[i] = r; }
+    else { o[2 * i] = r0; o[2 * i + 1] = r1; }
+  }
+}
 """
-names = {torch.float32: "float", torch.bfloat16: "__nv_bfloat16", torch.float16: "__half"}
-VARIANTS = [("K4", "vres<4, {t}, false>"), ("K8", "vres<8, {t}, false>"),
-            ("K4pf", "vres<4, {t}, true>"), ("K8pf", "vres<8, {t}, true>"), ("K16pf", "vres<16, {t}, true>"),
-            ("K8pf-norestrict", "vplain<8, {t}, true>")]
-exprs = []
-for t in names.values():
-    exprs.append(f"axpy_plain<{t}>")
-    exprs += [e.format(t=t) for _, e in VARIANTS]
-mod = cupy.RawModule(code=SRC, options=("-std=c++17", f"-I{INC}", "-I/usr/local/cuda/include"), name_expressions=exprs)
+K = 4
+TYPES = {torch.float32: ("float", "float2"), torch.bfloat16: ("__nv_bfloat16", "__nv_bfloat162"),
+         torch.float16: ("__half", "__half2")}
+VARIANTS = [(f"scalar K{K}", f"scalar<{K}, 1, false, {{t}}>"), ("scalar K8", "scalar<8, 1, false, {t}>"),
+            (f"scalar K{K} L2::256B", f"scalar<{K}, 1, true, {{t}}>"), (f"pairs R2", f"scalar<{K}, 2, false, {{t}}>"),
+            ("2-wide loads", f"pairs<{K}, false, {{t}}, {{t2}}>"), ("2-wide", f"pairs<{K}, true, {{t}}, {{t2}}>")]
+exprs = [e.format(t=t, t2=t2) for t, t2 in TYPES.values() for _, e in VARIANTS]
+mod = cupy.RawModule(code=SRC, options=("-std=c++17", "-I/usr/local/cuda/include"), name_expressions=exprs)
+readme = cj.jit(README)
 
-def time_ms(fn, repeats=15, inner=20):
-    for _ in range(3): fn()
-    torch.cuda.synchronize()
-    s = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(inner): fn()
-        b.record(); b.synchronize(); s.append(a.elapsed_time(b) / inner)
-    return statistics.median(s)
-
-print(f"# {torch.cuda.get_device_name(0)}; GB/s of torch.add, others as ratio to it", flush=True)
-for dtype, tn in names.items():
-    for e in (20, 24, 26, 28):
-        n = 1 << e
-        x = torch.randn(n, device="cuda", dtype=dtype); y = torch.randn(n, device="cuda", dtype=dtype)
+print(f"# {torch.cuda.get_device_name(0)}; torch.add in GB/s, the others as a ratio to it; "
+      f"medians of 31 repeats", flush=True)
+for dtype, (t, t2) in TYPES.items():
+    for e in (24, 28):
+        n = 1 << e  # a multiple of 8 * 256: the hand-written kernels have no bounds checks
+        x = torch.randn(n, device="cuda", dtype=dtype)
+        y = torch.randn(n, device="cuda", dtype=dtype)
         out = torch.empty_like(x)
         want = (2.0 * x.float() + y.float()).to(dtype)
+        inner = max(1, min(100, (1 << 27) // n))
         gbs = lambda ms: 3 * n * x.element_size() / ms / 1e6
-        inner = max(1, min(200, (1 << 26) // n))
-        ref = gbs(time_ms(lambda: torch.add(y, x, alpha=2.0, out=out), inner=inner))
-        cells = [f"torch {ref:.0f}"]
-        vg = (n + 255) // 256
-        calls = [("plain", lambda: mod.get_function(f"axpy_plain<{tn}>")((vg,), (256,), (out.data_ptr(), x.data_ptr(), y.data_ptr(), np.float32(2.0), np.int64(n))))]
+        ref = gbs(time_ms(lambda: torch.add(y, x, alpha=2.0, out=out), 31, inner))
+        cells = [f"torch.add {ref:.0f}"]
+        calls = []
         for tag, expr in VARIANTS:
-            k = int(tag[1:].split("p")[0].split("-")[0])
-            f = mod.get_function(expr.format(t=tn))
-            calls.append((tag, lambda f=f, k=k: f(((vg + k - 1) // k,), (256,), (out.data_ptr(), x.data_ptr(), y.data_ptr(), np.float32(2.0), np.int64(n), np.uint32(vg)))))
+            f = mod.get_function(expr.format(t=t, t2=t2))
+            k = 8 if "K8" in tag else K
+            calls.append((tag, lambda f=f, k=k: f((n // (256 * k),), (256,), (out.data_ptr(), x.data_ptr(),
+                                                                          y.data_ptr(), np.float32(2.0)))))
+        calls.append(("forall", lambda: readme.forall(n)(out, x, y, 2.0)))
         with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
-            for tag, c in calls:
-                out.fill_(float("nan")); c(); torch.cuda.synchronize()
-                torch.testing.assert_close(out.float(), want.float(), rtol=1e-2, atol=1e-2)
-                cells.append(f"{tag} {gbs(time_ms(c, inner=inner)) / ref:.2f}")
+            for tag, call in calls:
+                out.fill_(float("nan"))
+                call()
+                torch.cuda.synchronize()
+                torch.testing.assert_close(out, want, rtol=0, atol=0, msg=lambda m: f"{tag}: {m}")
+                cells.append(f"{tag} {gbs(time_ms(call, 31, inner)) / ref:.3f}")
         print(f"{str(dtype)[6:]} 2^{e}: " + ", ".join(cells), flush=True)

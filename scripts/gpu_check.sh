@@ -9,7 +9,7 @@
 #          package alone (find_package(torch_cudajit)) and runs it
 #   sanitizer  compute-sanitizer memcheck over test_launch.py, racecheck and synccheck over the
 #          launch and reliability tests
-#   bandwidth  benchmarks/bandwidth.py --quick with its plot
+#   bandwidth  benchmarks/bandwidth.py --quick with its plot, then benchmarks/virtual_grid_probe.py
 #   aoti   the export, AOTInductor (Python and examples/aoti) and deploy tests
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
@@ -118,5 +118,7 @@ fi
 if wants all bandwidth; then
   echo "== bandwidth benchmark"
   python3 benchmarks/bandwidth.py ${BANDWIDTH_ARGS:---quick} --plot "$OUT/bandwidth.png" 2>&1 | tee "$OUT/bench_bandwidth.log"
+  echo "== virtual-grid probe (one element per load instruction: the ceiling)"
+  python3 benchmarks/virtual_grid_probe.py 2>&1 | tee "$OUT/bench_probe.log"
 fi
 

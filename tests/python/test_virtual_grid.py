@@ -165,7 +165,7 @@ def test_pointer_kernel_on_the_virtual_grid(device):
     poison_(out)
     k.forall(n)(out, x, 3.0, n)
     torch.testing.assert_close(out, (3.0 * x.float()).bfloat16(), rtol=0, atol=0)
-    assert forall_shape(k, (out, x, 3.0, n), n)[2] == 8
+    assert forall_shape(k, (out, x, 3.0, n), n)[2] == 4
 
 
 @pytest.mark.gpu
