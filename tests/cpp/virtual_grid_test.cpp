@@ -234,6 +234,11 @@ TEST(VirtualGridTest, KernelsCompileOnAVirtualGridWithRestrictLoads) {
        "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
        "  if (i >= n) return;\n  out[i] = 2.f * x[i];\n}\n",
        "scale", make_spec_key(kArch, {f32, f32, number_sig(ArgKind::kInt)}), "", "c++17"},
+      {"const-qualified pointer parameters",
+       "__global__ void scale(float* const out, const float* const x, const long long n) {\n"
+       "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+       "  if (i < n) out[i] = 2.f * x[i];\n}\n",
+       "scale", make_spec_key(kArch, {f32, f32, number_sig(ArgKind::kInt)}), "", "c++17"},
       {"a helper reads blockIdx, in a namespace",
        "namespace ops {\n__device__ long long global_index() {\n"
        "  return blockIdx.x * (long long)blockDim.x + threadIdx.x; }\n"

@@ -78,6 +78,36 @@ def test_pointer_kernel_gets_companions_for_its_tensors():
     assert info is not None and info["companions"] == [0, 1]
 
 
+# Parameters as nvcc projects qualify them: the qualifiers say nothing about the data, and each
+# form gets its companions and non-coherent loads.
+QUALIFIED = {
+    "const_pointer": "float* const out, const float* const x",
+    "restrict": "float* __restrict__ out, const float* __restrict__ x",
+    "const_restrict": "float* const __restrict__ out, const float* const __restrict__ x",
+    "const_array": "const cj::Array<float, 1> out, const cj::Array<const float, 1> x",
+}
+
+
+def qualified_kernel(params):
+    return cj.jit(f"""
+__global__ void scale({params}, float a, long long n) {{
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a * x[i];
+}}
+""")
+
+
+@pytest.mark.parametrize("params", QUALIFIED.values(), ids=QUALIFIED.keys())
+def test_qualified_parameters_compile_on_a_virtual_grid(params):
+    k = qualified_kernel(params)
+    x = torch.empty(1024)
+    args = (x, x, 2.0, 1024)
+    info = k._core.virtual_grid(args, 90)
+    assert info is not None, k._core.virtual_grid_failure(args, 90)
+    assert info["companions"] == [0, 1]
+    assert "ld.global.nc" in info["ptx"]
+
+
 @pytest.mark.parametrize("source, options, reason", [
     ("__global__ void k(float* o) { __shared__ float t[4]; t[0] = 1; o[0] = t[0]; }", {},
      "shared memory"),
@@ -129,6 +159,19 @@ def test_readme_kernel_on_the_virtual_grid_matches_torch(device, dtype):
     virtual_grid = -(-n // block)
     assert blocks == (2 if dtype == torch.float64 else 4)
     assert grid == -(-virtual_grid // blocks), (grid, block, blocks)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", QUALIFIED.values(), ids=QUALIFIED.keys())
+def test_qualified_parameters_run_on_the_virtual_grid(device, params):
+    k = qualified_kernel(params)
+    n = BIG
+    x = random_values([n], torch.float32, device)
+    out = torch.empty_like(x)
+    poison_(out)
+    k.forall(n)(out, x, 3.0, n)
+    torch.testing.assert_close(out, 3.0 * x, rtol=0, atol=0)
+    assert forall_shape(k, (out, x, 3.0, n), n)[2] == 4
 
 
 @pytest.mark.gpu

@@ -469,9 +469,13 @@ __device__ __forceinline__ uint3 virtual_block_idx() {
 __device__ __forceinline__ dim3 virtual_grid_dim() { return dim3(virtual_grid_size, gridDim.y, gridDim.z); }
 __device__ __forceinline__ dim3 virtual_block_dim() { return dim3(kVirtualBlockThreads, 1, 1); }
 
-/// The __restrict__ pointer the wrapper receives beside a tensor parameter.
+/// The __restrict__ pointer the wrapper receives beside a tensor parameter. Parameters written
+/// `const float* const x`, `float* __restrict__ out` or `const cj::Array<...> a` keep those
+/// qualifiers in the resolved signature; they say nothing about the data, so they are peeled.
 template <class CjP> struct restrict_of;
+template <class CjP> struct restrict_of<const CjP> : restrict_of<CjP> {};
 template <class CjT> struct restrict_of<CjT*> { using type = CjT* __restrict__; };
+template <class CjT> struct restrict_of<CjT* __restrict__> { using type = CjT* __restrict__; };
 template <class CjT, int CjN, class CjL> struct restrict_of<Array<CjT, CjN, CjL>> { using type = CjT* __restrict__; };
 template <class CjP> using restrict_t = typename restrict_of<CjP>::type;
 
