@@ -4,9 +4,9 @@
 
 #include "headers.h"
 #include "options.h"
+#include "tokens.h"
 
 #include <algorithm>
-#include <cctype>
 #include <sstream>
 
 namespace torch_cudajit {
@@ -40,22 +40,20 @@ std::string refused_word(const std::string& text, const std::string& where) {
   return "";
 }
 
-// The first namespace-scope variable in `masked` (a source with comments, strings and
-// preprocessor lines blanked) that lives in the module: __constant__ and __managed__ ones, and a
-// __device__ declaration whose name is followed by `;`, `=` or `[` rather than `(`.
+// The first variable in `masked` (a source with comments, strings and preprocessor lines
+// blanked) that lives in the module: __constant__ and __managed__ ones, and a __device__
+// declaration whose name is followed by `;`, `=` or `[` rather than `(` or `{`.
 std::string module_variable(const std::string& masked) {
-  auto word_at = [&](size_t at, const std::string& w) {
-    const auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-    return masked.compare(at, w.size(), w) == 0 && (at == 0 || !ident(masked[at - 1])) &&
-           (at + w.size() >= masked.size() || !ident(masked[at + w.size()]));
-  };
-  for (size_t at = 0; at < masked.size(); ++at) {
-    if (masked[at] != '_') continue;
-    if (word_at(at, "__constant__") || word_at(at, "__managed__"))
-      return masked.substr(at, masked.find("__", at + 2) + 2 - at);
-    if (!word_at(at, "__device__")) continue;
-    const size_t end = masked.find_first_of("(;=[{", at);
-    if (end != std::string::npos && masked[end] != '(' && masked[end] != '{') return "__device__";
+  const std::vector<detail::Token> tokens = detail::tokenize(masked, 0, masked.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& word = tokens[i].text;
+    if (word == "__constant__" || word == "__managed__") return word;
+    if (word != "__device__") continue;
+    for (size_t j = i + 1; j < tokens.size(); ++j) {
+      const std::string& t = tokens[j].text;
+      if (t == "(" || t == "{") break;
+      if (t == ";" || t == "=" || t == "[") return word;
+    }
   }
   return "";
 }
