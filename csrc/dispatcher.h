@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <array>
+#include <atomic>
 #include <functional>
 #include <future>
 #include <memory>
@@ -106,6 +107,8 @@ struct Specialization {
   /// could use it (Dispatcher::plan_forall); null when there is none.
   std::once_flag virtual_once;
   std::shared_ptr<Specialization> virtual_variant;
+  /// Set once virtual_once has run: the launch path's cheap test before anything that may block.
+  std::atomic<bool> virtual_looked_up{false};
 
   /// The loaded kernel (first launch loads it; thread-safe).
   LoadedKernel& loaded();
@@ -343,6 +346,12 @@ class Dispatcher {
   std::unordered_map<SpecKey, std::string, SpecKeyHash> virtual_failures_;
   CacheCounters counters_;
 };
+
+/// Runs work that may block for long on a launch path: the first forall launch of a key that
+/// compiles its virtual-grid variant. The Python module installs a runner that releases the GIL
+/// around it, as its own compiles do; without one (LibTorch programs) the work runs as it is.
+using BlockingRunner = void (*)(const std::function<void()>& work);
+void set_blocking_runner(BlockingRunner runner);
 
 /// The TypeCode of a torch dtype; throws c10::TypeError for dtypes kernels cannot take.
 TypeCode type_code_of(c10::ScalarType dtype);

@@ -25,4 +25,7 @@ class DeviceScope {
 /// mapping, which CUDA's unified addressing makes equal to the host pointer.
 void* device_address(const at::Tensor& t);
 
+/// Runs `work` through the runner set_blocking_runner installed, or directly without one.
+void run_blocking(const std::function<void()>& work);
+
 }  // namespace torch_cudajit::detail

@@ -160,6 +160,19 @@ int64_t tasks_per_thread(TaskLoop loop, const SpecKey& key) {
 
 }  // namespace
 
+namespace {
+std::atomic<BlockingRunner> g_blocking_runner{nullptr};
+}  // namespace
+
+void set_blocking_runner(BlockingRunner runner) { g_blocking_runner.store(runner); }
+
+void detail::run_blocking(const std::function<void()>& work) {
+  if (BlockingRunner runner = g_blocking_runner.load())
+    runner(work);
+  else
+    work();
+}
+
 LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchConfig cfg,
                                        int* blocks_per_sm) {
   int block = 0;
@@ -234,7 +247,14 @@ Dispatcher::ForallPlan Dispatcher::plan_forall(Specialization& spec, const Arg* 
                          "pinned host memory)";
     return plan;
   }
-  std::call_once(spec.virtual_once, [&] { spec.virtual_variant = get_virtual(spec.key); });
+  if (!spec.virtual_looked_up.load(std::memory_order_acquire)) {
+    // The runner may release the GIL; it must do so before call_once waits on another thread's
+    // compile, or that thread could not take the GIL back to return.
+    detail::run_blocking([&] {
+      std::call_once(spec.virtual_once, [&] { spec.virtual_variant = get_virtual(spec.key); });
+    });
+    spec.virtual_looked_up.store(true, std::memory_order_release);
+  }
   Specialization* v = spec.virtual_variant.get();
   if (v == nullptr) return plan;
   // The kernel sees a grid of `virtual_grid` blocks of kVirtualBlockThreads threads, which must

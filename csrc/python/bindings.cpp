@@ -422,6 +422,8 @@ void bind_device_methods(DispatcherClass& c) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_cudajit C++ core";
+  // The first forall launch of a key may compile its virtual-grid variant: without the GIL.
+  torch_cudajit::set_blocking_runner(&torch_cudajit::python::run_without_gil);
   bind_exceptions(m);
   bind_runtime(m);
   bind_cache(m);

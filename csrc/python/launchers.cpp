@@ -125,20 +125,31 @@ std::vector<Arg> convert_all(const py::tuple& args, const KernelDecl& decl) {
   return out;
 }
 
-std::shared_ptr<Specialization> compile_without_gil(Dispatcher& d, const SpecKey& key) {
+
+SpecKey key_of(Dispatcher& d, const py::tuple& args, int arch, int* device) {
+  std::vector<Arg> conv = convert_all(args, d.decl());
+  return d.make_key(conv.data(), conv.size(), device, arch);
+}
+
+void run_without_gil(const std::function<void()>& work) {
+  if (!PyGILState_Check()) {
+    work();
+    return;
+  }
   torch::PyWarningHandler warnings;
   try {
     py::gil_scoped_release release;
-    return d.get(key);
+    work();
   } catch (...) {
     warnings.set_in_exception();
     throw;
   }
 }
 
-SpecKey key_of(Dispatcher& d, const py::tuple& args, int arch, int* device) {
-  std::vector<Arg> conv = convert_all(args, d.decl());
-  return d.make_key(conv.data(), conv.size(), device, arch);
+std::shared_ptr<Specialization> compile_without_gil(Dispatcher& d, const SpecKey& key) {
+  std::shared_ptr<Specialization> spec;
+  run_without_gil([&] { spec = d.get(key); });
+  return spec;
 }
 
 std::shared_ptr<Specialization> get_or_compile(Dispatcher& d, const SpecKey& key) {

@@ -8,6 +8,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -15,6 +16,9 @@ namespace torch_cudajit::python {
 
 /// Converts a whole argument tuple; anything unconvertible is a TypeError (no fallback).
 std::vector<Arg> convert_all(const pybind11::tuple& args, const KernelDecl& decl);
+/// Runs `work` without the GIL when this thread holds it (the core's BlockingRunner); C++
+/// warnings raised meanwhile become Python warnings.
+void run_without_gil(const std::function<void()>& work);
 /// Compiles (or loads from the disk cache) without the GIL; C++ warnings raised meanwhile, such
 /// as a damaged cache file, become Python warnings.
 std::shared_ptr<Specialization> compile_without_gil(Dispatcher& d, const SpecKey& key);

@@ -5,6 +5,9 @@ the kernel sees exactly the grid it asked for and that results match torch, on t
 and on the plain launches it falls back to."""
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import torch
 
@@ -172,6 +175,37 @@ def test_qualified_parameters_run_on_the_virtual_grid(device, params):
     k.forall(n)(out, x, 3.0, n)
     torch.testing.assert_close(out, 3.0 * x, rtol=0, atol=0)
     assert forall_shape(k, (out, x, 3.0, n), n)[2] == 4
+
+
+@pytest.mark.gpu
+def test_first_forall_launch_compiles_its_variant_without_the_gil(device):
+    # A source of its own, so the variant is a cold compile; the plain kernel compiles first.
+    k = cj.jit(README + f"// {time.time_ns()}\n")
+    n = BIG
+    x, y = random_values([n], torch.float32, device), random_values([n], torch.float32, device)
+    out = torch.empty_like(x)
+    k[-(-n // 256), 256](out, x, y, 2.0)
+    torch.cuda.synchronize()
+    beats, done = [], threading.Event()
+
+    def heartbeat():
+        while not done.is_set():
+            beats.append(time.perf_counter())
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=heartbeat)
+    thread.start()
+    time.sleep(0.05)
+    start = time.perf_counter()
+    k.forall(n)(out, x, y, 2.0)
+    took = time.perf_counter() - start
+    done.set()
+    thread.join()
+    assert forall_shape(k, (out, x, y, 2.0), n)[2] == 4
+    torch.testing.assert_close(out, 2.0 * x + y, rtol=0, atol=0)
+    during = [b for b in beats if start <= b <= start + took]
+    # The other thread kept running while the variant compiled.
+    assert len(during) >= 5, (took, len(during))
 
 
 @pytest.mark.gpu
