@@ -11,6 +11,8 @@ torch.add, in one run:
 - `scalar K L2::256B`: the same with an L2 fetch-size hint on the loads;
 - `pairs R2`: each thread runs two adjacent virtual threads (a warp's load spans 128 bytes, half
   of them used);
+- `prefetch D`: `scalar K` whose block first prefetches into L2 (one TMA bulk request per input)
+  what block blockIdx.x + D will read;
 - `2-wide loads`: two adjacent elements per load instruction, one element per store;
 - `2-wide`: two elements per load and per store;
 - `forall`: the README kernel through kernel.forall (the virtual grid).
@@ -56,6 +58,22 @@ __global__ void scalar(T* __restrict__ o, const T* __restrict__ x, const T* __re
   for (int j = 0; j < K; ++j)
     o[base + (j / R) * 256 * R + R * threadIdx.x + j % R] = T(a * to_f(xs[j]) + to_f(ys[j]));
 }
+// scalar<K, 1, false> whose block first asks the TMA unit to prefetch into L2 the bytes of x
+// and y that block blockIdx.x + D will read (one bulk request per array).
+template <int K, int D, class T>
+__global__ void prefetched(T* __restrict__ o, const T* __restrict__ x, const T* __restrict__ y, float a) {
+  constexpr unsigned kBytes = K * 256 * sizeof(T);
+  if (threadIdx.x < 2 && blockIdx.x + D < gridDim.x) {
+    const T* p = (threadIdx.x == 0 ? x : y) + (long long)(blockIdx.x + D) * K * 256;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(kBytes) : "memory");
+  }
+  const long long base = (long long)blockIdx.x * K * 256;
+  T xs[K], ys[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) { xs[j] = x[base + j * 256 + threadIdx.x]; ys[j] = y[base + j * 256 + threadIdx.x]; }
+#pragma unroll
+  for (int j = 0; j < K; ++j) o[base + j * 256 + threadIdx.x] = T(a * to_f(xs[j]) + to_f(ys[j]));
+}
 // Two adjacent elements per load instruction; stores two-wide (WIDE) or one element each.
 template <int K, bool WIDE, class T, class T2>
 __global__ void pairs(T* __restrict__ o, const T* __restrict__ x, const T* __restrict__ y, float a) {
@@ -77,6 +95,7 @@ TYPES = {torch.float32: ("float", "float2"), torch.bfloat16: ("__nv_bfloat16", "
 VARIANTS = [(f"scalar K{K}", K, f"scalar<{K}, 1, false, {{t}}>"), ("scalar K8", 8, "scalar<8, 1, false, {t}>"),
             (f"scalar K{K} L2::256B", K, f"scalar<{K}, 1, true, {{t}}>"),
             ("pairs R2", K, f"scalar<{K}, 2, false, {{t}}>"),
+            *[(f"prefetch D{d}", K, f"prefetched<{K}, {d}, {{t}}>") for d in (0, 512, 1056, 2112, 4224)],
             ("2-wide loads", K, f"pairs<{K}, false, {{t}}, {{t2}}>"), ("2-wide", K, f"pairs<{K}, true, {{t}}, {{t2}}>")]
 exprs = [e.format(t=t, t2=t2) for t, t2 in TYPES.values() for _, _, e in VARIANTS]
 mod = cupy.RawModule(code=SRC, options=("-std=c++17", "-I/usr/local/cuda/include"), name_expressions=exprs)
