@@ -458,7 +458,8 @@ std::shared_ptr<Specialization> Dispatcher::get_virtual(const SpecKey& key) {
     spec->companion_offset = offset;
     for (uint32_t i = 0; i < key.size; ++i)
       if (virtual_grid_companion(decl_->params[i], key.args[i])) spec->companions.push_back(i);
-    spec->buffer_size = offset + 8u * static_cast<uint32_t>(spec->companions.size()) + 4u;
+    // The companions, then the task count (8 bytes), grid size, prefetch mask and distance.
+    spec->buffer_size = offset + 8u * static_cast<uint32_t>(spec->companions.size()) + 20u;
   } catch (const CompileError& e) {
     // The plain kernel compiled, so what fails is the virtual grid's reading of the text (an
     // attribute a __device__ function cannot have, a header that declares blockIdx itself):

@@ -58,8 +58,13 @@ struct LaunchConfig {
   /// and block); grid and block above are ignored.
   int64_t forall_tasks = 0;
   /// A launch of a virtual-grid specialization (Specialization::virtual_blocks): the size of
-  /// the virtual grid the kernel sees, in blocks of `block` threads.
+  /// the virtual grid the kernel sees, in blocks of `block` threads, and the forall's tasks.
   int64_t virtual_grid = 0;
+  int64_t virtual_tasks = 0;
+  /// Which companions (bit j: Specialization::companions[j]) the wrapper prefetches into L2,
+  /// and how many physical blocks ahead (virtual_grid.h: kPrefetchBlocksPerMultiprocessor).
+  uint32_t prefetch_mask = 0;
+  uint32_t prefetch_ahead = 0;
 };
 
 /// How one parameter is filled at launch.
@@ -98,8 +103,9 @@ struct Specialization {
   bool prebuilt = false;
   /// > 0: the kernel on forall's virtual grid (virtual_grid.h), this many virtual blocks per
   /// physical block. The wrapper takes the kernel's parameters, then the data pointer of each
-  /// slot in `companions` again (as __restrict__), then the virtual grid's size; buffer_size
-  /// covers them all, from `companion_offset` on.
+  /// slot in `companions` again (as __restrict__), then the virtual grid's size, the task
+  /// count and the prefetch mask and distance (LaunchConfig); buffer_size covers them all, from
+  /// `companion_offset` on.
   int virtual_blocks = 0;
   std::vector<uint32_t> companions;
   uint32_t companion_offset = 0;
@@ -287,9 +293,15 @@ class Dispatcher {
                                         const std::shared_ptr<const CompiledProgram>& compiled,
                                         size_t index) const;
   /// The parameters a virtual-grid wrapper takes after the kernel's: the companions' data
-  /// pointers and the virtual grid's size (Specialization::companions).
+  /// pointers (Specialization::companions), then cfg's virtual grid size, task count, prefetch
+  /// mask and distance.
   void pack_virtual(const Specialization& spec, size_t n, char* buf, void** ptrs,
-                    int64_t virtual_grid) const;
+                    const LaunchConfig& cfg) const;
+  /// The companions of virtual-grid specialization `v` whose data its wrapper prefetches for a
+  /// forall over `tasks` tasks (bit j: v.companions[j]): tensors the kernel only reads, of 1- or
+  /// 2-byte elements, contiguous, with one element per task; none below compute capability 9.0,
+  /// which has no bulk prefetch.
+  uint32_t prefetch_mask(const Specialization& v, const Arg* args, int64_t tasks) const;
   /// How parameter `i` is packed for an argument of signature `s` whose resolved type is `pr`,
   /// placed at the next aligned `offset` (advanced past it); refuses what the type cannot take.
   Specialization::Slot slot_for(uint32_t i, const ParamProbe& pr, const ArgSig& s,

@@ -269,7 +269,24 @@ Dispatcher::ForallPlan Dispatcher::plan_forall(Specialization& spec, const Arg* 
   plan.cfg.grid = {(virtual_grid - 1) / v->virtual_blocks + 1, 1, 1};
   plan.cfg.block = {block, 1, 1};
   plan.cfg.virtual_grid = virtual_grid;
+  plan.cfg.virtual_tasks = cfg.forall_tasks;
+  plan.cfg.prefetch_mask = prefetch_mask(*v, args, cfg.forall_tasks);
+  if (plan.cfg.prefetch_mask != 0)
+    plan.cfg.prefetch_ahead = static_cast<uint32_t>(kPrefetchBlocksPerMultiprocessor *
+                                                    device_limits(device).multiprocessors);
   return plan;
+}
+
+uint32_t Dispatcher::prefetch_mask(const Specialization& v, const Arg* args, int64_t tasks) const {
+  if (v.key.arch < 90) return 0;
+  uint32_t mask = 0;
+  for (size_t j = 0; j < v.companions.size() && j < size_t{kMaxPrefetched}; ++j) {
+    const uint32_t i = v.companions[j];
+    if (v.slots[i].written) continue;
+    const at::Tensor& t = *args[i].tensor;
+    if (t.element_size() <= 2 && t.numel() == tasks && t.is_contiguous()) mask |= 1u << j;
+  }
+  return mask;
 }
 
 void Dispatcher::launch_forall(Specialization& spec, const Arg* args, size_t n, int device,
@@ -279,17 +296,26 @@ void Dispatcher::launch_forall(Specialization& spec, const Arg* args, size_t n, 
 }
 
 void Dispatcher::pack_virtual(const Specialization& spec, size_t n, char* buf, void** ptrs,
-                              int64_t virtual_grid) const {
-  TORCH_INTERNAL_ASSERT(virtual_grid > 0 && virtual_grid <= int64_t{0xffffffff},
-                        "a virtual-grid launch without its grid size");
+                              const LaunchConfig& cfg) const {
+  TORCH_INTERNAL_ASSERT(cfg.virtual_grid > 0 && cfg.virtual_grid <= int64_t{0xffffffff} &&
+                            cfg.virtual_tasks > 0,
+                        "a virtual-grid launch without its grid size and task count");
   char* dst = buf + spec.companion_offset;
+  void** p = ptrs + n;
   for (size_t j = 0; j < spec.companions.size(); ++j, dst += 8) {
     // Array and pointer parameters both begin with the data pointer.
     std::memcpy(dst, buf + spec.slots[spec.companions[j]].offset, 8);
-    ptrs[n + j] = dst;
+    *p++ = dst;
   }
-  store(dst, static_cast<uint32_t>(virtual_grid));
-  ptrs[n + spec.companions.size()] = dst;
+  // The wrapper's order: grid, tasks, mask, distance; the buffer puts the 8-byte one first.
+  store(dst, static_cast<uint64_t>(cfg.virtual_tasks));
+  store(dst + 8, static_cast<uint32_t>(cfg.virtual_grid));
+  store(dst + 12, cfg.prefetch_mask);
+  store(dst + 16, cfg.prefetch_ahead);
+  *p++ = dst + 8;
+  *p++ = dst;
+  *p++ = dst + 12;
+  *p++ = dst + 16;
 }
 
 void Dispatcher::check_config(LoadedKernel& kernel, int device, const LaunchConfig& cfg) {
@@ -432,10 +458,10 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
     large.resize(spec.buffer_size + 16);
     buf = large.data();
   }
-  // The kernel's parameters, then a virtual-grid wrapper's companions and grid size.
-  void* ptrs[2 * kMaxParams + 1];
+  // The kernel's parameters, then a virtual-grid wrapper's companions, grid and prefetch.
+  void* ptrs[2 * kMaxParams + 4];
   pack(spec, args, n, buf, ptrs);
-  if (spec.virtual_blocks > 0) pack_virtual(spec, n, buf, ptrs, cfg.virtual_grid);
+  if (spec.virtual_blocks > 0) pack_virtual(spec, n, buf, ptrs, cfg);
   CUstream stream = cfg.has_stream ? cfg.stream : detail::current_cuda_stream(device);
   // Debug mode: clear the failure record on the launch's stream, so that a failure recorded
   // by an earlier launch (another stream, a graph replay) is never reported for this one.

@@ -109,7 +109,8 @@ std::string virtual_grid_wrapper(const KernelDecl& decl, const SpecKey& key,
   TORCH_INTERNAL_ASSERT(key.size == decl.params.size() && blocks >= 1);
   // The alias of the instantiation (cj_detail_spec_<tag>) names the resolved parameter types.
   const std::string alias = "cj_detail_spec_" + tag;
-  std::ostringstream params, companions, call;
+  std::ostringstream params, companions, call, prefetch;
+  int companion = 0;
   for (size_t i = 0; i < decl.params.size(); ++i) {
     const std::string type = alias + "::arg<" + std::to_string(i) + ">";
     params << (i ? ", " : "") << type << " cj_p" << i;
@@ -117,14 +118,21 @@ std::string virtual_grid_wrapper(const KernelDecl& decl, const SpecKey& key,
     if (virtual_grid_companion(decl.params[i], key.args[i])) {
       companions << ", ::cj::detail::restrict_t<" << type << "> cj_r" << i;
       call << "::cj::detail::with_data(cj_p" << i << ", cj_r" << i << ")";
+      if (companion < kMaxPrefetched)
+        prefetch << "    if (cj_prefetch & (1u << " << companion << ")) cj_zero |= ::cj::detail::prefetch_ahead<"
+                 << blocks << ">(cj_r" << i << ", cj_tasks, cj_ahead);\n";
+      ++companion;
     } else {
       call << "cj_p" << i;
     }
   }
   std::ostringstream os;
   os << "extern \"C\" __global__ void " << virtual_grid_name(tag) << "(" << params.str()
-     << companions.str() << (decl.params.empty() ? "" : ", ") << "unsigned int cj_grid) {\n"
-     << "  ::cj::detail::run_virtual_blocks<" << blocks << ">(cj_grid, [&]() { "
+     << companions.str() << (decl.params.empty() ? "" : ", ")
+     << "unsigned int cj_grid, unsigned long long cj_tasks, unsigned int cj_prefetch, "
+        "unsigned int cj_ahead) {\n";
+  os << "  ::cj::detail::run_virtual_blocks<" << blocks << ">(cj_grid, [&]() {\n"
+     << "    unsigned int cj_zero = 0;\n" << prefetch.str() << "    return cj_zero;\n  }, [&]() { "
      << inst.kernel_expression << "(" << call.str() << "); });\n}\n";
   return os.str();
 }

@@ -31,6 +31,14 @@ constexpr int kVirtualBlockThreads = 256;
 /// the later blocks' loads, which then wait for it. Deeper unrolls measured no faster.
 constexpr int kMaxVirtualBlocks = 4;
 
+/// How far ahead a physical block prefetches (prefetch_ahead in cj/cj.cuh), in physical blocks
+/// per multiprocessor: half of what a multiprocessor holds at once (2048 threads, blocks of
+/// kVirtualBlockThreads), so that the data arrives in L2 about half a wave before its loads.
+constexpr int kPrefetchBlocksPerMultiprocessor = 4;
+
+/// The most companions a wrapper prefetches: one bit each in its `cj_prefetch` mask.
+constexpr int kMaxPrefetched = 32;
+
 /// How many virtual blocks one physical block runs for a key: enough that a thread moving one
 /// element of the narrowest tensor per virtual block has 16 bytes of it in flight, at least 2
 /// (float64) and at most kMaxVirtualBlocks (float32 and narrower).
@@ -60,7 +68,9 @@ std::string virtual_grid_name(const std::string& tag);
 /// The generated __global__ wrapper of instantiation `inst` (of `decl` for `key`, named by
 /// `tag`), running `blocks` virtual blocks per physical block. Its parameters are the kernel's,
 /// then one __restrict__ pointer per companion (virtual_grid_companion), then the virtual
-/// grid's size as an unsigned int.
+/// grid's size (unsigned int), the task count (unsigned long long), a mask of the companions
+/// whose data thread 0 prefetches into L2 for a later block (bit j: the j-th companion, for the
+/// first kMaxPrefetched) and that block's distance (both unsigned int).
 std::string virtual_grid_wrapper(const KernelDecl& decl, const SpecKey& key,
                                  const Instantiation& inst, const std::string& tag, int blocks);
 

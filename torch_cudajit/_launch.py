@@ -43,6 +43,10 @@ class ForallPlan(NamedTuple):
     virtual_blocks: int
     #: Why the kernel runs on a plain grid ("" when it runs on the virtual grid).
     plain_because: str
+    #: The parameters whose data each physical block prefetches into L2 for a later one, on
+    #: the virtual grid: tensors the kernel only reads, of 1- or 2-byte elements, contiguous,
+    #: one element per task (compute capability 9.0 and later).
+    prefetched: tuple = ()
 
 
 class _Launch:

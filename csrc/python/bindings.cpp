@@ -22,6 +22,7 @@
 #include "../frontend.h"
 #include "../program.h"
 #include "../sha256.h"
+#include "../virtual_grid.h"
 
 namespace py = pybind11;
 using namespace torch_cudajit;
@@ -380,7 +381,8 @@ void bind_device_methods(DispatcherClass& c) {
            })
       .def("forall_shape", [](Dispatcher& d, py::tuple args, int64_t ntasks, int64_t shared_mem) {
              // What kernel.forall(ntasks)(*args) launches: grid, block, the virtual blocks each
-             // physical block runs (0: the kernel itself, on a plain grid) and why not.
+             // physical block runs (0: the kernel itself, on a plain grid), why not, and the
+             // parameters whose data the virtual grid prefetches into L2.
              int device = 0;
              std::vector<Arg> conv = convert_all(args, d.decl());
              const SpecKey key = d.make_key(conv.data(), conv.size(), &device);
@@ -391,8 +393,12 @@ void bind_device_methods(DispatcherClass& c) {
                  d.plan_forall(*get_or_compile(d, key), conv.data(), conv.size(), device, cfg);
              std::string why = plan.plain_because;
              if (plan.spec->virtual_blocks == 0 && why.empty()) why = d.virtual_grid_failure(key);
+             py::list prefetched;
+             for (size_t j = 0; j < plan.spec->companions.size(); ++j)
+               if (j < size_t{kMaxPrefetched} && (plan.cfg.prefetch_mask >> j & 1u))
+                 prefetched.append(d.decl().params[plan.spec->companions[j]].name);
              return py::make_tuple(plan.cfg.grid[0], plan.cfg.block[0], plan.spec->virtual_blocks,
-                                   why);
+                                   why, py::tuple(prefetched));
            }, py::arg("args"), py::arg("ntasks"), py::arg("shared_mem") = 0)
       .def_property_readonly("virtual_grid_refusal",
                              [](const Dispatcher& d) { return d.definition().virtual_grid_refusal(); })

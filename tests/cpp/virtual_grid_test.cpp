@@ -205,6 +205,14 @@ TEST(VirtualGridTest, GenerateWrapsTheSourceAndNamesTheWrapper) {
   CJ_EXPECT_CONTAINS(virt.text, "extern \"C\" __global__ void " + virtual_grid_name(tag) + "(");
   CJ_EXPECT_CONTAINS(virt.text, "run_virtual_blocks<4>");
   EXPECT_EQ(count_of(virt.text, "::cj::detail::restrict_t<"), 3u);
+  // Each companion may be prefetched, as the launch's mask says: bit j for the j-th one.
+  for (int j = 0; j < 3; ++j) {
+    SCOPED_TRACE(j);
+    CJ_EXPECT_CONTAINS(virt.text, "if (cj_prefetch & (1u << " + std::to_string(j) +
+                                      ")) cj_zero |= ::cj::detail::prefetch_ahead<4>(cj_r" + std::to_string(j));
+  }
+  CJ_EXPECT_CONTAINS(virt.text, "unsigned int cj_grid, unsigned long long cj_tasks, "
+                                "unsigned int cj_prefetch, unsigned int cj_ahead)");
   EXPECT_EQ(virt.instantiations[0].kernel_expression, virtual_grid_name(tag));
   // The probes are the instantiation's own.
   EXPECT_EQ(virt.instantiations[0].probe_expressions, plain.instantiations[0].probe_expressions);
@@ -279,7 +287,8 @@ TEST(VirtualGridTest, KernelsCompileOnAVirtualGridWithRestrictLoads) {
       EXPECT_EQ(virt.probes[0][i].code, plain.probes[0][i].code);
       EXPECT_EQ(virt.probes[0][i].size, plain.probes[0][i].size);
     }
-    // The kernel's parameters, one restrict pointer per tensor, the grid size.
+    // The kernel's parameters, one restrict pointer per tensor, the grid size, the task count,
+    // the prefetch mask and distance; one bulk L2 prefetch per tensor, issued when its bit is set.
     const std::regex param(virtual_grid_name(tag) + "_param_([0-9]+)");
     size_t params = 0;
     for (auto it = std::sregex_iterator(virt.ptx.begin(), virt.ptx.end(), param);
@@ -287,8 +296,22 @@ TEST(VirtualGridTest, KernelsCompileOnAVirtualGridWithRestrictLoads) {
       params = std::max<size_t>(params, std::stoul((*it)[1].str()) + 1);
     size_t tensors = 0;
     for (uint32_t i = 0; i < c.key.size; ++i) tensors += c.key.args[i].kind == ArgKind::kTensor;
-    EXPECT_EQ(params, c.key.size + tensors + 1);
+    EXPECT_EQ(params, c.key.size + tensors + 4);
+    EXPECT_EQ(count_of(virt.ptx, "cp.async.bulk.prefetch.L2.global"), tensors);
+    EXPECT_EQ(count_of(plain.ptx, "cp.async.bulk.prefetch"), 0u);
   }
+}
+
+// Bulk prefetch is new in compute capability 9.0: an earlier target's variant has none, and
+// compiles.
+TEST(VirtualGridTest, VariantBeforeSm90HasNoBulkPrefetch) {
+  const Program program(kReadme);
+  const SpecKey key = make_spec_key(80, {aligned_sig(TypeCode::kBFloat16, 1),
+                                         aligned_sig(TypeCode::kBFloat16, 1),
+                                         aligned_sig(TypeCode::kBFloat16, 1), number_sig(ArgKind::kFloat)});
+  const CompiledProgram virt = program.compile({{"axpy", key, "", 4}}, options_for(80));
+  EXPECT_GT(count_of(virt.ptx, "ld.global.nc"), 0u);
+  EXPECT_EQ(count_of(virt.ptx, "cp.async.bulk"), 0u);
 }
 
 // The variant of a key through the Dispatcher (compile-only): the wrapper's extra parameters in
@@ -305,7 +328,7 @@ TEST(VirtualGridTest, DispatcherVariantPacksCompanionsAndFallsBack) {
   EXPECT_EQ(v->companions, (std::vector<uint32_t>{0, 1, 2}));
   EXPECT_EQ(v->companion_offset % 8, 0u);
   EXPECT_GE(v->companion_offset, plain->buffer_size);
-  EXPECT_EQ(v->buffer_size, v->companion_offset + 3 * 8 + 4);
+  EXPECT_EQ(v->buffer_size, v->companion_offset + 3 * 8 + 20);
   EXPECT_EQ(readme->get_virtual(key), v);  // compiled once
   EXPECT_EQ(readme->virtual_grid_failure(key), "");
   EXPECT_EQ(readme->specializations().size(), 1u);  // the variant is no specialization of its own

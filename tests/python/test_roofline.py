@@ -185,7 +185,7 @@ def test_task_loop_kinds():
 def test_forall_gives_elementwise_one_vector_step_per_thread(device, dtype, per_thread, n):
     k = cj.jit(AXPY)
     args = forall_axpy(k, n, dtype, device)
-    grid, block, virtual_blocks, _ = k._core.forall_shape(args, n)
+    grid, block, virtual_blocks, *_ = k._core.forall_shape(args, n)
     assert grid == -(-n // (per_thread * block)) and virtual_blocks == 0, (grid, block)
     assert ("forall", n, None, 0) in k._launchers
 
@@ -202,7 +202,7 @@ def test_forall_gives_elementwise_without_vectors_one_element_per_thread(device,
     poison_(out)
     k.forall(n)(out, x, y, 2.0)
     torch.testing.assert_close(out, 2.0 * x + y)
-    grid, block, virtual_blocks, _ = k._core.forall_shape((out, x, y, 2.0), n)
+    grid, block, virtual_blocks, *_ = k._core.forall_shape((out, x, y, 2.0), n)
     assert grid == -(-n // block) and virtual_blocks == 0
 
 
@@ -217,7 +217,7 @@ def test_forall_covers_one_element_per_thread_kernels(device, source):
     args = (out, x, x, 1.0) if source is README else (out, x, 2.0)
     k.forall(n)(*args)
     torch.testing.assert_close(out, 2 * x)
-    grid, block, virtual_blocks, _ = k._core.forall_shape(args, n)
+    grid, block, virtual_blocks, *_ = k._core.forall_shape(args, n)
     # The README kernel runs on forall's virtual grid (test_virtual_grid.py), four float32
     # virtual blocks per physical block; a for_each kernel loops over the grid itself.
     assert virtual_blocks == (4 if source is README else 0)

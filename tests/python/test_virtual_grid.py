@@ -69,6 +69,8 @@ def test_readme_kernel_compiles_on_a_virtual_grid(dtype, blocks):
     assert info["lowered_name"].startswith("cj_detail_virtual_")
     assert f".entry {info['lowered_name']}(" in info["ptx"]
     assert "ld.global.nc" in info["ptx"]
+    # One bulk L2 prefetch per tensor, each issued when the launch's mask asks for it.
+    assert info["ptx"].count("cp.async.bulk.prefetch.L2.global") == 3
     # The variant is no specialization of its own: signatures list the plain ones.
     assert k.signatures == []
     assert "ld.global.nc" not in k.compile(x, x, x, 2.0, arch="sm_90").inspect_ptx()
@@ -175,6 +177,36 @@ def test_qualified_parameters_run_on_the_virtual_grid(device, params):
     k.forall(n)(out, x, 3.0, n)
     torch.testing.assert_close(out, 3.0 * x, rtol=0, atol=0)
     assert forall_shape(k, (out, x, 3.0, n), n)[2] == 4
+
+
+# Which inputs each physical block prefetches into L2 for a later one: tensors the kernel only
+# reads, of 1- or 2-byte elements, contiguous, one element per task. Results are the same either
+# way; the prefetch is a hint.
+@pytest.mark.gpu
+@pytest.mark.parametrize("case, prefetched", [
+    ("bfloat16", ("x", "y")), ("float16", ("x", "y")), ("float32", ()), ("strided_x", ("y",)),
+    ("longer_y", ("x",)), ("offset_views", ("x", "y"))])
+def test_virtual_grid_prefetches_narrow_read_only_inputs(device, case, prefetched):
+    if torch.cuda.get_device_capability(device) < (9, 0):
+        pytest.skip("bulk L2 prefetch needs compute capability 9.0")
+    k = cj.jit(README)
+    n = BIG
+    dtype = {"float16": torch.float16, "float32": torch.float32}.get(case, torch.bfloat16)
+    x = random_values([n], dtype, device)
+    y = random_values([n], dtype, device)
+    if case == "strided_x":
+        x = random_values([2 * n], dtype, device)[::2]
+    elif case == "longer_y":
+        y = random_values([n + 5], dtype, device)
+    elif case == "offset_views":  # data starting off a 16-byte boundary
+        x = random_values([n + 3], dtype, device)[3:]
+        y = random_values([n + 1], dtype, device)[1:]
+    out = torch.empty(n, dtype=dtype, device=device)
+    poison_(out)
+    plan = k.forall_plan(n, out, x, y, 2.0)
+    assert plan.virtual_blocks == 4 and plan.prefetched == prefetched, plan
+    k.forall(n)(out, x, y, 2.0)
+    torch.testing.assert_close(out, (2.0 * x.float() + y[:n].float()).to(dtype))
 
 
 @pytest.mark.gpu

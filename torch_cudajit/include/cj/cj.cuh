@@ -488,11 +488,41 @@ __device__ __forceinline__ Array<CjT, CjN, CjL> with_data(Array<CjT, CjN, CjL> c
 template <class CjT>
 __device__ __forceinline__ CjT* with_data(CjT*, CjT* cj_p) { return cj_p; }
 
+/// Asks the TMA unit to bring into L2 the elements that physical block blockIdx.x + `ahead` will
+/// read of `data`, a tensor of `tasks` elements read one per virtual thread: elements
+/// [(blockIdx.x + ahead) * K * kVirtualBlockThreads, ...) rounded out to 16 bytes, within the
+/// tensor's 16-byte granules. A thread that loads one 1- or 2-byte element per instruction keeps
+/// too few bytes in flight for HBM; when the loads find their data in L2, the shorter wait
+/// makes up for it (benchmarks/virtual_grid_probe.py). A hint: it changes no result. Returns 0,
+/// from the instruction itself (see below).
+template <int CjK, class CjT>
+__device__ __forceinline__ unsigned int prefetch_ahead(const CjT* cj_data, unsigned long long cj_tasks,
+                                                       unsigned int cj_ahead) {
+  unsigned int cj_zero = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr unsigned long long cj_span = CjK * kVirtualBlockThreads;
+  const unsigned long long cj_begin = (static_cast<unsigned long long>(blockIdx.x) + cj_ahead) * cj_span;
+  if (cj_begin >= cj_tasks) return 0;
+  const unsigned long long cj_end = cj_begin + cj_span < cj_tasks ? cj_begin + cj_span : cj_tasks;
+  const unsigned long long cj_lo = reinterpret_cast<unsigned long long>(cj_data + cj_begin) & ~15ull;
+  const unsigned long long cj_hi = (reinterpret_cast<unsigned long long>(cj_data + cj_end) + 15ull) & ~15ull;
+  // Neither volatile nor a "memory" clobber: either tells the compiler that memory may change,
+  // and the loads of read-only data would lose the non-coherent path. The instruction has an
+  // output instead (0), which the caller uses, so that it stays.
+  asm("{\n\tcp.async.bulk.prefetch.L2.global [%1], %2;\n\tmov.u32 %0, 0;\n\t}"
+      : "=r"(cj_zero) : "l"(cj_lo), "r"(static_cast<unsigned int>(cj_hi - cj_lo)));
+#endif
+  return cj_zero;
+}
+
 /// Runs `body` for virtual blocks [blockIdx.x * K, blockIdx.x * K + K) of a grid of `grid`
-/// virtual blocks: unrolled when all K exist, so that their loads can overlap.
-template <int CjK, class CjF>
-__device__ __forceinline__ void run_virtual_blocks(unsigned int cj_grid, CjF&& cj_body) {
-  if (threadIdx.x == 0) virtual_grid_size = cj_grid;
+/// virtual blocks: unrolled when all K exist, so that their loads can overlap. Thread 0 first
+/// runs `prefetch` (prefetch_ahead's, which return 0) before any load of the block.
+template <int CjK, class CjP, class CjF>
+__device__ __forceinline__ void run_virtual_blocks(unsigned int cj_grid, CjP&& cj_prefetch, CjF&& cj_body) {
+  // A volatile store: the compiler removes a plain one when the kernel never reads gridDim,
+  // and the prefetches with it.
+  if (threadIdx.x == 0) *static_cast<volatile unsigned int*>(&virtual_grid_size) = cj_grid | cj_prefetch();
   __syncthreads();
   const unsigned int cj_first = blockIdx.x * CjK;
   if (cj_first + CjK <= cj_grid) {
