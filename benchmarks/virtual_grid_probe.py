@@ -7,12 +7,13 @@ with CuPy's RawModule, beside torch_cudajit's own forall launch of the README ke
 torch.add, in one run:
 
 - `scalar K`: one element per thread per virtual block, no bounds check: the ceiling for a
-  kernel whose loads are one element wide;
+  kernel whose loads are one element wide and find their data in HBM;
 - `scalar K L2::256B`: the same with an L2 fetch-size hint on the loads;
 - `pairs R2`: each thread runs two adjacent virtual threads (a warp's load spans 128 bytes, half
   of them used);
 - `prefetch D`: `scalar K` whose block first prefetches into L2 (one TMA bulk request per input)
-  what block blockIdx.x + D will read;
+  what block blockIdx.x + D will read, as the virtual grid does for narrow read-only tensors
+  (it uses D = 4 x SMs, 528 on an H200);
 - `2-wide loads`: two adjacent elements per load instruction, one element per store;
 - `2-wide`: two elements per load and per store;
 - `forall`: the README kernel through kernel.forall (the virtual grid).
