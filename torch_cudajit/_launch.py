@@ -289,7 +289,8 @@ class _Launch:
     def forall_plan(self, ntasks: int, *args, shared_mem: int = 0, **kwargs) -> ForallPlan:
         """What ``forall(ntasks, shared_mem=shared_mem)(*args, **kwargs)`` launches, without
         launching (it compiles what the launch would): the grid and block, the virtual blocks
-        each physical block runs, and why the kernel runs on a plain grid if it does."""
+        each physical block runs, why the kernel runs on a plain grid if it does, and which
+        parameters' data the virtual grid prefetches into L2."""
         if not isinstance(ntasks, int) or isinstance(ntasks, bool) or ntasks < 1:
             raise ValueError(f"forall_plan: ntasks must be a positive int, got {ntasks!r}")
         bound = tuple(coerce(a) for a in self._kernel._bind(args, kwargs))
