@@ -119,8 +119,9 @@ std::string virtual_grid_wrapper(const KernelDecl& decl, const SpecKey& key,
       companions << ", ::cj::detail::restrict_t<" << type << "> cj_r" << i;
       call << "::cj::detail::with_data(cj_p" << i << ", cj_r" << i << ")";
       if (companion < kMaxPrefetched)
-        prefetch << "    if (cj_prefetch & (1u << " << companion << ")) cj_zero |= ::cj::detail::prefetch_ahead<"
-                 << blocks << ">(cj_r" << i << ", cj_tasks, cj_ahead);\n";
+        prefetch << "    if (cj_prefetch & (1u << " << companion << ")) cj_zero |= "
+                 << "::cj::detail::prefetch_ahead<" << blocks << ">(cj_r" << i
+                 << ", cj_tasks, cj_ahead);\n";
       ++companion;
     } else {
       call << "cj_p" << i;

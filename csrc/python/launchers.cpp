@@ -125,7 +125,6 @@ std::vector<Arg> convert_all(const py::tuple& args, const KernelDecl& decl) {
   return out;
 }
 
-
 SpecKey key_of(Dispatcher& d, const py::tuple& args, int arch, int* device) {
   std::vector<Arg> conv = convert_all(args, d.decl());
   return d.make_key(conv.data(), conv.size(), device, arch);

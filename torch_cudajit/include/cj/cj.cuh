@@ -519,10 +519,12 @@ __device__ __forceinline__ unsigned int prefetch_ahead(const CjT* cj_data, unsig
 /// virtual blocks: unrolled when all K exist, so that their loads can overlap. Thread 0 first
 /// runs `prefetch` (prefetch_ahead's, which return 0) before any load of the block.
 template <int CjK, class CjP, class CjF>
-__device__ __forceinline__ void run_virtual_blocks(unsigned int cj_grid, CjP&& cj_prefetch, CjF&& cj_body) {
+__device__ __forceinline__ void run_virtual_blocks(unsigned int cj_grid, CjP&& cj_prefetch,
+                                                   CjF&& cj_body) {
   // A volatile store: the compiler removes a plain one when the kernel never reads gridDim,
   // and the prefetches with it.
-  if (threadIdx.x == 0) *static_cast<volatile unsigned int*>(&virtual_grid_size) = cj_grid | cj_prefetch();
+  if (threadIdx.x == 0)
+    *static_cast<volatile unsigned int*>(&virtual_grid_size) = cj_grid | cj_prefetch();
   __syncthreads();
   const unsigned int cj_first = blockIdx.x * CjK;
   if (cj_first + CjK <= cj_grid) {
