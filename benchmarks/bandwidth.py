@@ -106,8 +106,8 @@ def cupy_axpy():
 
 def sweep():
     """Launch shapes forall could choose, measured against torch.add: grids for the grid-stride
-    helper (waves of resident blocks, and one pass of kUnroll vectors per thread) and block sizes
-    for the one-element-per-thread README kernel."""
+    helper (waves of resident blocks, one pass of kUnroll vectors per thread, one or two vectors
+    per thread) and block sizes for the one-element-per-thread README kernel."""
     helper, readme = cj.jit(HELPER), cj.jit(README)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"# forall sweep, {torch.cuda.get_device_name(0)}: GB/s (median), ratio to torch.add")
@@ -119,7 +119,7 @@ def sweep():
             out = torch.empty_like(x)
             inner = max(1, min(200, (1 << 26) // n))
             per_thread = 4 * (16 // x.element_size())  # kUnroll vectors of 16 bytes
-            gbs = lambda fn: 3 * n * x.element_size() / time_ms(fn, 9, inner) / 1e6  # noqa: E731
+            gbs = lambda fn: 3 * n * x.element_size() / time_ms(fn, 15, inner) / 1e6  # noqa: E731
             ref = gbs(lambda: torch.add(y, x, alpha=2.0, out=out))
             cells = [f"torch.add {ref:.0f}"]
             cells.append(f"forall {gbs(lambda: helper.forall(n)(out, x, y, 2.0)) / ref:.3f}")
@@ -129,6 +129,11 @@ def sweep():
             for block in (128, 256, 512):
                 g = max(1, -(-n // (block * per_thread)))
                 cells.append(f"pass/{block} {gbs(lambda: helper[g, block](out, x, y, 2.0)) / ref:.3f}")
+            # One or two 16-byte vectors per thread (the helper's loop then takes its remainder
+            # path): finer blocks, as the virtual grid's, against one unrolled pass of four.
+            for vectors in (1, 2):
+                g = max(1, -(-n // (256 * vectors * (16 // x.element_size()))))
+                cells.append(f"vec{vectors}/256 {gbs(lambda: helper[g, 256](out, x, y, 2.0)) / ref:.3f}")
             for block in (128, 256, 512, 1024):
                 g = -(-n // block)
                 cells.append(f"readme/{block} {gbs(lambda: readme[g, block](out, x, y, 2.0)) / ref:.3f}")
