@@ -105,6 +105,10 @@ struct KernelDecl {
 /// keeping every other character (and every newline) at its offset.
 std::string mask_source(const std::string& source);
 
+/// Replaces comments alone by spaces, as mask_source does; string and character literals (inline
+/// PTX) and preprocessor lines are kept.
+std::string mask_comments(const std::string& source);
+
 /// Finds all __global__ functions of a source, preprocessed with `args` (the -I, -D, -U,
 /// -include and -std= options NVRTC gets). Throws c10::ValueError when a kernel name is declared
 /// with two different parameter lists (overloaded kernels are not supported).

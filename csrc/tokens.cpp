@@ -125,7 +125,9 @@ std::pair<size_t, size_t> find_array(const std::vector<Token>& t, size_t b, size
 
 }  // namespace detail
 
-std::string mask_source(const std::string& s) {
+namespace {
+// mask_source, or with `comments_only` mask_comments.
+std::string mask(const std::string& s, bool comments_only) {
   std::string m = s;
   size_t i = 0, n = s.size();
   bool line_start = true;
@@ -140,7 +142,7 @@ std::string mask_source(const std::string& s) {
       ++i;
       continue;
     }
-    if (line_start && c == '#') {
+    if (line_start && c == '#' && !comments_only) {
       // A preprocessor directive runs to the end of the line, with backslash continuations.
       size_t j = i;
       while (j < n && !(s[j] == '\n' && (j == 0 || s[j - 1] != '\\'))) ++j;
@@ -160,10 +162,11 @@ std::string mask_source(const std::string& s) {
       blank(i, j);
       i = j;
     } else if (c == '"' || c == '\'') {
-      // Keep the quotes (so `extern "C"` stays recognisable), blank the contents.
+      // Keep the quotes (so `extern "C"` stays recognisable), blank the contents. Either way the
+      // literal is skipped whole: a `//` inside it starts no comment.
       size_t j = i + 1;
       while (j < n && s[j] != c && s[j] != '\n') j += (s[j] == '\\') ? 2 : 1;
-      blank(i + 1, std::min(j, n));
+      if (!comments_only) blank(i + 1, std::min(j, n));
       i = std::min(j + 1, n);
     } else {
       ++i;
@@ -171,5 +174,10 @@ std::string mask_source(const std::string& s) {
   }
   return m;
 }
+}  // namespace
+
+std::string mask_source(const std::string& s) { return mask(s, false); }
+
+std::string mask_comments(const std::string& s) { return mask(s, true); }
 
 }  // namespace torch_cudajit

@@ -84,7 +84,9 @@ std::string virtual_grid_refusal(const Program& program, const std::string& kern
     std::string why = refused_word(macro, "the option " + macro);
     if (!why.empty()) return why;
   }
-  std::string why = refused_word(program.source(), "its source");
+  // Comments go (a note such as "no __syncthreads needed" refuses nothing); string literals stay,
+  // since inline PTX is one.
+  std::string why = refused_word(mask_comments(program.source()), "its source");
   if (!why.empty()) return why;
   // The variant is a module of its own: a variable there is not the one kernel.get_global reaches.
   const std::string variable = module_variable(mask_source(program.source()));

@@ -52,7 +52,8 @@ int virtual_blocks_for(const SpecKey& key);
 /// does not reach), text the scan cannot read (headers from outside CUDA's and the plugin's
 /// folders, pre-included files, linked files), debug mode, and kernels that loop over the grid
 /// themselves (cj::for_each, cj::elementwise), which forall already launches for throughput.
-/// Words in comments count too: a false refusal costs speed, never correctness. Cooperative
+/// Words in comments do not count; words in string literals do, since inline PTX is one (a false
+/// refusal costs speed, never correctness). Cooperative
 /// launches (forced, or detected from a grid sync) and prebuilt code are the definition's to
 /// refuse (KernelDefinition::virtual_grid_refusal).
 std::string virtual_grid_refusal(const Program& program, const std::string& kernel_name,

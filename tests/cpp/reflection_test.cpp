@@ -310,12 +310,24 @@ TEST(ReflectionTest, ExplicitSpecializationIsNotAKernel) {
 
 std::string blanks(size_t n) { return std::string(n, ' '); }
 
+struct MaskCase {
+  const char* title;
+  std::string in, out;
+};
+
+// Each case's masked text, which keeps every offset and newline of its input.
+void expect_masks(std::string (*mask)(const std::string&), const std::vector<MaskCase>& cases) {
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.title);
+    std::string m = mask(c.in);
+    EXPECT_EQ(m, c.out);
+    ASSERT_EQ(m.size(), c.in.size());
+    for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i] == '\n', c.in[i] == '\n') << "at " << i;
+  }
+}
+
 TEST(ReflectionTest, MaskSourceKeepsOffsetsAndNewlines) {
-  struct Case {
-    const char* title;
-    std::string in, out;
-  };
-  const std::vector<Case> cases = {
+  expect_masks(mask_source, {
       {"line comment", "a // c\nb", "a     \nb"},
       {"block comment over lines", "x /* y\nz */ w", "x     \n     w"},
       {"string keeps its quotes", "s = \"__global__\";", "s = \"          \";"},
@@ -327,14 +339,22 @@ TEST(ReflectionTest, MaskSourceKeepsOffsetsAndNewlines) {
       {"directive with continuation", "#define A \\\n  B\nint z;", blanks(11) + "\n" + blanks(3) + "\nint z;"},
       {"'#' mid-line is code", "a # b", "a # b"},
       {"unterminated block comment", "k /* open", "k        "},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.title);
-    std::string m = mask_source(c.in);
-    EXPECT_EQ(m, c.out);
-    ASSERT_EQ(m.size(), c.in.size());
-    for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i] == '\n', c.in[i] == '\n') << "at " << i;
-  }
+  });
+}
+
+// mask_comments blanks comments alone: literals (inline PTX) and directives stay, and a `//`
+// inside a literal starts no comment.
+TEST(ReflectionTest, MaskCommentsKeepsLiteralsAndDirectives) {
+  expect_masks(mask_comments, {
+      {"line comment", "a // __shared__\nb", "a " + blanks(13) + "\nb"},
+      {"block comment over lines", "x /* y\nz */ w", "x     \n     w"},
+      {"string kept", "asm(\"bar.sync 0;\");", "asm(\"bar.sync 0;\");"},
+      {"`//` inside a string", "asm(\"// x\\n exit;\"); // y", "asm(\"// x\\n exit;\"); " + blanks(4)},
+      {"escaped quote in string", "s = \"a\\\"//b\"; // c", "s = \"a\\\"//b\"; " + blanks(4)},
+      {"directive kept, its comment blanked", "#include <cooperative_groups.h> // cg\nint x;",
+       "#include <cooperative_groups.h> " + blanks(5) + "\nint x;"},
+      {"unterminated block comment", "k /* open", "k        "},
+  });
 }
 
 TEST(ReflectionTest, LayoutParamsAndRewrittenTypes) {

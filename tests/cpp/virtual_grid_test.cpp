@@ -101,8 +101,14 @@ TEST(VirtualGridTest, RefusalNamesWhatTheKernelUses) {
        false, "block barrier"},
       {"PTX barrier", "__global__ void k(float* out) { asm volatile(\"bar.sync 0;\"); }\n", {},
        false, "PTX barrier"},
-      {"a word in a comment", "// waits on a cuda::barrier elsewhere\n__global__ void k" + body, {},
-       false, "barrier"},
+      {"words in comments", "// no __syncthreads or __shared__ needed: one task per thread\n"
+       "/* a cuda::barrier would wait across\n   virtual blocks */\n__global__ void k" + body, {},
+       false, ""},
+      {"a comment after a directive", "#include <cuda_fp16.h>  // __shared__ staging is not needed\n"
+       "__global__ void k" + body, {}, false, ""},
+      {"a `//` inside inline PTX starts no comment",
+       "__global__ void k(float* out) { asm volatile(\"// wait\\n\\tbar.sync 0;\"); }\n", {}, false,
+       "PTX barrier"},
       {"cooperative groups",
        "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
        "__global__ void k(float* out) { cg::this_thread_block().sync(); }\n",

@@ -134,6 +134,15 @@ def test_refusals_say_why(source, options, reason):
     assert reason in k._core.virtual_grid_failure(args, 90)
 
 
+def test_words_in_comments_refuse_nothing():
+    # Kernels pasted from nvcc projects often say what they do not need.
+    k = cj.jit("// One task per thread: no __shared__ memory, no __syncthreads().\n"
+               "/* a cooperative_groups grid sync would be wrong here */\n" + README)
+    assert k._core.virtual_grid_refusal == ""
+    x = torch.empty(1024, dtype=torch.bfloat16)
+    assert k._core.virtual_grid((x, x, x, 2.0), 90)["virtual_blocks"] == 4
+
+
 def test_a_variant_that_does_not_compile_leaves_the_plain_kernel():
     k = cj.jit("__global__ void __maxnreg__(32) k(float* o) { o[threadIdx.x] = 1; }")
     x = torch.empty(64)
