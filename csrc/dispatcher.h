@@ -57,9 +57,8 @@ struct LaunchConfig {
   /// When > 0, a forall launch over this many tasks (Dispatcher::forall_launch chooses the grid
   /// and block); grid and block above are ignored.
   int64_t forall_tasks = 0;
-  /// A launch of a virtual-grid specialization (Specialization::virtual_blocks): the size of
-  /// the virtual grid the kernel sees, in blocks of `block` threads, and the forall's tasks.
-  int64_t virtual_grid = 0;
+  /// A launch of a virtual-grid specialization (Specialization::virtual_blocks): the forall's
+  /// tasks, whose virtual grid the kernel sees in blocks of kVirtualBlockThreads threads.
   int64_t virtual_tasks = 0;
   /// Which companions (bit j: Specialization::companions[j]) the wrapper prefetches into L2,
   /// and how many physical blocks ahead (virtual_grid.h: kPrefetchBlocksPerMultiprocessor).
@@ -293,8 +292,8 @@ class Dispatcher {
                                         const std::shared_ptr<const CompiledProgram>& compiled,
                                         size_t index) const;
   /// The parameters a virtual-grid wrapper takes after the kernel's: the companions' data
-  /// pointers (Specialization::companions), then cfg's virtual grid size, task count, prefetch
-  /// mask and distance.
+  /// pointers (Specialization::companions), then the virtual grid's size (from cfg's task
+  /// count), the task count, cfg's prefetch mask and distance.
   void pack_virtual(const Specialization& spec, size_t n, char* buf, void** ptrs,
                     const LaunchConfig& cfg) const;
   /// The companions of virtual-grid specialization `v` whose data its wrapper prefetches for a

@@ -235,7 +235,8 @@ Dispatcher::ForallPlan Dispatcher::plan_forall(Specialization& spec, const Arg* 
   }
   // Fewer physical blocks than the device holds at once would leave multiprocessors idle.
   const int blocks = virtual_blocks_for(spec.key);
-  const int64_t wave = int64_t(per_sm) * device_limits(device).multiprocessors;
+  const int multiprocessors = device_limits(device).multiprocessors;
+  const int64_t wave = int64_t(per_sm) * multiprocessors;
   if (plan.cfg.grid[0] < blocks * wave) {
     plan.plain_because = "the plain grid fills the GPU fewer times than a physical block would "
                          "run virtual blocks";
@@ -260,7 +261,7 @@ Dispatcher::ForallPlan Dispatcher::plan_forall(Specialization& spec, const Arg* 
   // The kernel sees a grid of `virtual_grid` blocks of kVirtualBlockThreads threads, which must
   // fit the unsigned int blockIdx.x it reads.
   constexpr int block = kVirtualBlockThreads;
-  const int64_t virtual_grid = (cfg.forall_tasks - 1) / block + 1;
+  const int64_t virtual_grid = virtual_grid_blocks(cfg.forall_tasks);
   if (virtual_grid > int64_t{0xffffffff}) {
     plan.plain_because = "the virtual grid would have more blocks than blockIdx.x counts";
     return plan;
@@ -268,12 +269,11 @@ Dispatcher::ForallPlan Dispatcher::plan_forall(Specialization& spec, const Arg* 
   plan.spec = v;
   plan.cfg.grid = {(virtual_grid - 1) / v->virtual_blocks + 1, 1, 1};
   plan.cfg.block = {block, 1, 1};
-  plan.cfg.virtual_grid = virtual_grid;
   plan.cfg.virtual_tasks = cfg.forall_tasks;
   plan.cfg.prefetch_mask = prefetch_mask(*v, args, cfg.forall_tasks);
   if (plan.cfg.prefetch_mask != 0)
-    plan.cfg.prefetch_ahead = static_cast<uint32_t>(kPrefetchBlocksPerMultiprocessor *
-                                                    device_limits(device).multiprocessors);
+    plan.cfg.prefetch_ahead =
+        static_cast<uint32_t>(kPrefetchBlocksPerMultiprocessor * multiprocessors);
   return plan;
 }
 
@@ -297,9 +297,9 @@ void Dispatcher::launch_forall(Specialization& spec, const Arg* args, size_t n, 
 
 void Dispatcher::pack_virtual(const Specialization& spec, size_t n, char* buf, void** ptrs,
                               const LaunchConfig& cfg) const {
-  TORCH_INTERNAL_ASSERT(cfg.virtual_grid > 0 && cfg.virtual_grid <= int64_t{0xffffffff} &&
-                            cfg.virtual_tasks > 0,
-                        "a virtual-grid launch without its grid size and task count");
+  const int64_t virtual_grid = virtual_grid_blocks(cfg.virtual_tasks);
+  TORCH_INTERNAL_ASSERT(cfg.virtual_tasks > 0 && virtual_grid <= int64_t{0xffffffff},
+                        "a virtual-grid launch without its task count, or with too many");
   char* dst = buf + spec.companion_offset;
   void** p = ptrs + n;
   for (size_t j = 0; j < spec.companions.size(); ++j, dst += 8) {
@@ -309,7 +309,7 @@ void Dispatcher::pack_virtual(const Specialization& spec, size_t n, char* buf, v
   }
   // The wrapper's order: grid, tasks, mask, distance; the buffer puts the 8-byte one first.
   store(dst, static_cast<uint64_t>(cfg.virtual_tasks));
-  store(dst + 8, static_cast<uint32_t>(cfg.virtual_grid));
+  store(dst + 8, static_cast<uint32_t>(virtual_grid));
   store(dst + 12, cfg.prefetch_mask);
   store(dst + 16, cfg.prefetch_ahead);
   *p++ = dst + 8;

@@ -14,6 +14,7 @@
 #include "reflection.h"
 #include "specialization.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ constexpr int kVirtualBlockThreads = 256;
 /// ptxas runs out for kernels with a second condition and stores an early block's result before
 /// the later blocks' loads, which then wait for it. Deeper unrolls measured no faster.
 constexpr int kMaxVirtualBlocks = 4;
+
+/// The virtual grid a forall over `tasks` tasks sees: blocks of kVirtualBlockThreads threads.
+inline int64_t virtual_grid_blocks(int64_t tasks) { return (tasks - 1) / kVirtualBlockThreads + 1; }
 
 /// How far ahead a physical block prefetches (prefetch_ahead in cj/cj.cuh), in physical blocks
 /// per multiprocessor: half of what a multiprocessor holds at once (2048 threads, blocks of
