@@ -229,7 +229,9 @@ class Dispatcher {
   /// and forall_tasks 0). The block size comes from the occupancy API (256 threads where that
   /// keeps the occupancy). The grid gives each thread one task, except that a cj::elementwise
   /// kernel whose arrays are all contiguous and 16-byte aligned gets one thread per
-  /// kElementwiseVectors vectors: one step of its loop, as torch's own vectorized kernels do.
+  /// kElementwiseVectors 16-byte vectors (one step of its loop, as torch's own vectorized
+  /// kernels do) while the bytes it moves fit in the device's L2, and one thread per vector
+  /// beyond.
   /// A grid-stride kernel's grid is capped at the most blocks CUDA allows.
   /// `blocks_per_sm`, when given, receives how many such blocks a multiprocessor holds at once.
   LaunchConfig forall_launch(Specialization& spec, int device, LaunchConfig cfg,

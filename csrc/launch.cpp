@@ -143,19 +143,27 @@ void Dispatcher::check_pointees(const Specialization& spec, const Arg* args, siz
 
 namespace {
 
-// The tasks (elements) one thread of a forall launch covers: one step of cj::elementwise's
-// vector loop when every tensor argument takes it (contiguous and 16-byte aligned), else one.
-int64_t tasks_per_thread(TaskLoop loop, const SpecKey& key) {
+// The tasks (elements) one thread of a forall launch covers. A cj::elementwise kernel whose
+// tensor arguments all take its vector loop (contiguous and 16-byte aligned) gets whole 16-byte
+// vectors: one step of the loop (kElementwiseVectors each) while the bytes the launch moves fit
+// in L2, where fewer threads with more loads in flight win; one vector each once they do not,
+// where the finer blocks keep every multiprocessor streaming from HBM to the end
+// (benchmarks/RESULTS.md, the sweep's vec1 and pass rows). Any other kernel: one task.
+int64_t tasks_per_thread(TaskLoop loop, const SpecKey& key, int64_t tasks, int64_t l2_bytes) {
   if (loop != TaskLoop::kElementwise) return 1;
-  size_t widest = 0;
+  size_t widest = 0, bytes_per_task = 0;
   for (uint32_t i = 0; i < key.size; ++i) {
     const ArgSig& a = key.args[i];
     if (a.kind != ArgKind::kTensor) continue;
     if ((a.flags & (kContiguousFlag | kAligned16Flag)) != (kContiguousFlag | kAligned16Flag)) return 1;
     widest = std::max(widest, type_size(a.dtype));
+    bytes_per_task += type_size(a.dtype);
   }
   if (widest == 0 || widest >= 16) return 1;
-  return kElementwiseVectors * static_cast<int64_t>(16 / widest);
+  const auto lanes = static_cast<int64_t>(16 / widest);
+  // tasks * bytes_per_task without overflow: every tensor holds at most INT64_MAX bytes.
+  const bool streams = tasks > l2_bytes / static_cast<int64_t>(bytes_per_task);
+  return streams ? lanes : kElementwiseVectors * lanes;
 }
 
 }  // namespace
@@ -182,7 +190,9 @@ LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchC
     block = shape.first;
     if (blocks_per_sm != nullptr) *blocks_per_sm = shape.second;
   }
-  const int64_t threads = (cfg.forall_tasks - 1) / tasks_per_thread(def_->task_loop(), spec.key) + 1;
+  const int64_t per_thread = tasks_per_thread(def_->task_loop(), spec.key, cfg.forall_tasks,
+                                              device_limits(device).l2_cache_bytes);
+  const int64_t threads = (cfg.forall_tasks - 1) / per_thread + 1;
   int64_t grid = (threads - 1) / block + 1;  // no overflow near INT64_MAX
   constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
   if (def_->grid_strides()) grid = std::min(grid, kMaxGridX);

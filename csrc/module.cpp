@@ -32,6 +32,7 @@ const DeviceLimits& device_limits(int device) {
                   attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)};
     l.max_shared_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
     l.multiprocessors = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    l.l2_cache_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
     l.cooperative_launch = attr(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) != 0;
   });
   return limits[static_cast<size_t>(device)];

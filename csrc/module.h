@@ -27,6 +27,7 @@ struct DeviceLimits {
   std::array<int64_t, 3> max_grid{};
   int max_shared_optin = 0;  ///< most dynamic + static shared memory a block may opt in to
   int multiprocessors = 0;
+  int64_t l2_cache_bytes = 0;
   bool cooperative_launch = false;
 };
 

@@ -179,14 +179,22 @@ def test_task_loop_kinds():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype, per_thread", [(torch.float32, 16), (torch.bfloat16, 32),
-                                               (torch.float16, 32), (torch.float64, 8)], ids=str)
-@pytest.mark.parametrize("n", [1, 1000, (1 << 22) + 3], ids=lambda n: f"n{n}")
-def test_forall_gives_elementwise_one_vector_step_per_thread(device, dtype, per_thread, n):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64], ids=str)
+@pytest.mark.parametrize("size", ["1", "1000", "2^22+3", "past_l2"])
+def test_forall_gives_elementwise_whole_vectors_per_thread(device, dtype, size):
+    # One step of the vector loop (four 16-byte vectors) per thread while the three arrays fit
+    # in L2, one vector per thread once they do not.
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size
+    moved = 3 * torch.empty(0, dtype=dtype).element_size()
+    n = {"1": 1, "1000": 1000, "2^22+3": (1 << 22) + 3, "past_l2": l2 // moved + 17}[size]
+    lanes = 16 // torch.empty(0, dtype=dtype).element_size()
+    per_thread = lanes if n * moved > l2 else 4 * lanes
+    if size == "past_l2":
+        assert per_thread == lanes
     k = cj.jit(AXPY)
     args = forall_axpy(k, n, dtype, device)
     grid, block, virtual_blocks, *_ = k._core.forall_shape(args, n)
-    assert grid == -(-n // (per_thread * block)) and virtual_blocks == 0, (grid, block)
+    assert grid == -(-n // (per_thread * block)) and virtual_blocks == 0, (grid, block, per_thread)
     assert ("forall", n, None, 0) in k._launchers
 
 
