@@ -38,6 +38,7 @@ using detail::write_all;
 constexpr char kMagic[8] = {'T', 'C', 'J', 'C', 'A', 'C', 'H', 'E'};
 constexpr size_t kHeaderSize = 8 + 4 + 4 + 8 + 32;  // magic, version, reserved, length, hash
 constexpr const char* kEntrySuffix = ".cj";
+constexpr const char* kReflectionSuffix = ".cjr";
 constexpr const char* kLockSuffix = ".lock";
 constexpr const char* kTempSuffix = ".tmp";
 
@@ -49,7 +50,8 @@ bool is_hex_key(const std::string& s, size_t from, size_t to) {
   return true;
 }
 
-// Only files this cache wrote are ever removed: <key>.cj, <key>.lock and .<key>.<pid>.<n>.tmp.
+// Only files this cache wrote are ever removed: <key>.cj, <key>.cjr, <key>.lock and
+// .<key>.<pid>.<n>.tmp.
 bool is_cache_file(const std::string& name, const char* suffix) {
   const size_t n = std::strlen(suffix);
   if (name.size() < n || name.compare(name.size() - n, n, suffix) != 0) return false;
@@ -219,14 +221,23 @@ std::string DiskCache::usable_dir() {
   return dir;
 }
 
-std::string DiskCache::entry_path(const std::string& dir, const std::string& key) const {
-  return dir + "/" + key + kEntrySuffix;
+std::string DiskCache::entry_path(const std::string& dir, const std::string& key,
+                                  const char* suffix) const {
+  return dir + "/" + key + suffix;
 }
 
 std::optional<std::string> DiskCache::load(const std::string& key) {
+  return load_file(key, kEntrySuffix);
+}
+
+std::optional<std::string> DiskCache::load_reflection(const std::string& key) {
+  return load_file(key, kReflectionSuffix);
+}
+
+std::optional<std::string> DiskCache::load_file(const std::string& key, const char* suffix) {
   const std::string dir = usable_dir();
   if (dir.empty()) return std::nullopt;
-  const std::string path = entry_path(dir, key);
+  const std::string path = entry_path(dir, key, suffix);
   Fd f(open_nonblocking(path, O_RDONLY | O_NOFOLLOW));
   if (f.fd < 0) return std::nullopt;  // the usual miss
   struct stat st;
@@ -272,7 +283,7 @@ std::optional<std::string> DiskCache::load(const std::string& key) {
 
 void DiskCache::reject(const std::string& key, const std::string& problem) {
   const std::string dir = usable_dir();
-  if (!dir.empty()) reject_file(entry_path(dir, key), problem);
+  if (!dir.empty()) reject_file(entry_path(dir, key, kEntrySuffix), problem);
 }
 
 void DiskCache::reject_file(const std::string& path, const std::string& problem) {
@@ -280,9 +291,13 @@ void DiskCache::reject_file(const std::string& path, const std::string& problem)
             "and the file replaced.");
 }
 
-void DiskCache::store(const std::string& key, const std::string& payload) {
+void DiskCache::store_reflection(const std::string& key, const std::string& record) {
   const std::string dir = usable_dir();
-  if (dir.empty()) return;
+  if (!dir.empty()) store_file(dir, key, record, kReflectionSuffix);
+}
+
+bool DiskCache::store_file(const std::string& dir, const std::string& key,
+                           const std::string& payload, const char* suffix) {
   std::string data(kMagic, sizeof(kMagic));
   put_u32(data, kFormatVersion);
   put_u32(data, 0);
@@ -301,14 +316,20 @@ void DiskCache::store(const std::string& key, const std::string& payload) {
       warn_once("cannot write to the cache folder '" + dir + "' (" + errno_text() +
                 "); compiled kernels are not saved.");
       ::unlink(tmp.c_str());
-      return;
+      return false;
     }
   }
-  if (::rename(tmp.c_str(), entry_path(dir, key).c_str()) != 0) {
+  if (::rename(tmp.c_str(), entry_path(dir, key, suffix).c_str()) != 0) {
     warn_once("cannot rename a cache file in '" + dir + "' (" + errno_text() + ").");
     ::unlink(tmp.c_str());
-    return;
+    return false;
   }
+  return true;
+}
+
+void DiskCache::store(const std::string& key, const std::string& payload) {
+  const std::string dir = usable_dir();
+  if (dir.empty() || !store_file(dir, key, payload, kEntrySuffix)) return;
   int64_t bound;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -368,7 +389,8 @@ CacheInfo DiskCache::clear() {
   CacheInfo out = info();
   if (!owned_folder(out.dir)) return out;
   for (const auto& e : list_dir(out.dir))
-    if ((is_cache_file(e.name, kEntrySuffix) || is_cache_file(e.name, kTempSuffix)) &&
+    if ((is_cache_file(e.name, kEntrySuffix) || is_cache_file(e.name, kReflectionSuffix) ||
+         is_cache_file(e.name, kTempSuffix)) &&
         ::unlink(e.path.c_str()) == 0)
       out.removed += 1;
   out.entries = out.bytes = 0;

@@ -62,6 +62,12 @@ class DiskCache {
   std::optional<std::string> load(const std::string& key);
   /// Stores a record atomically, then evicts least-recently-used entries over the bound.
   void store(const std::string& key, const std::string& record);
+  /// A source's reflection stored under a key (reflection_key), or nothing; as `load`. These
+  /// records are files of their own kind (<key>.cjr), a few KB each: they do not count as
+  /// entries or against the size bound, and `clear` removes them.
+  std::optional<std::string> load_reflection(const std::string& key);
+  /// Stores a reflection record atomically.
+  void store_reflection(const std::string& key, const std::string& record);
   /// Warns once that the record under `key` is unusable (`problem` says why, e.g. "does not
   /// hold this kernel"); the next store replaces it.
   void reject(const std::string& key, const std::string& problem);
@@ -104,7 +110,11 @@ class DiskCache {
   /// The entry folder, created with mode 0700 if missing; "" when it cannot be used (with one
   /// warning saying why).
   std::string usable_dir();
-  std::string entry_path(const std::string& dir, const std::string& key) const;
+  std::string entry_path(const std::string& dir, const std::string& key, const char* suffix) const;
+  std::optional<std::string> load_file(const std::string& key, const char* suffix);
+  /// Writes the file of a record; false when it could not be written (with one warning).
+  bool store_file(const std::string& dir, const std::string& key, const std::string& record,
+                  const char* suffix);
 
   mutable std::mutex mutex_;
   CacheSettings settings_;

@@ -4,6 +4,8 @@
 
 #include "cuda_api.h"
 #include "file_io.h"
+#include "frontend.h"
+#include "headers.h"
 #include "options.h"
 #include "sha256.h"
 
@@ -29,6 +31,8 @@ using detail::scan_includes;
 // Salts every key; bump it when the record of a compile (compile_cache.cpp) changes, so that
 // old entries are never read as new ones.
 constexpr uint32_t kKeyVersion = 1;
+// Salts reflection keys; bump it when what a reflection record holds changes meaning.
+constexpr uint32_t kReflectionKeyVersion = 1;
 
 
 // What the key needs of one header file, memoized per process while the file is unchanged.
@@ -201,6 +205,31 @@ std::string compile_key(const Program& program, const GeneratedSource& generated
   // The CUDA include folder is the last default one when the toolkit headers were found.
   const std::string toolkit = n_default > 1 ? include_dirs[n_default - 1] : "";
   const std::string why = hash_headers(h, text, pre_included, include_dirs, toolkit);
+  if (!why.empty()) {
+    if (inexact) *inexact = why;
+    return "";
+  }
+  return h.hex_digest();
+}
+
+std::string reflection_key(const std::string& filename, const std::string& source,
+                           const std::vector<std::string>& frontend_args,
+                           const std::vector<std::string>& options, std::string* inexact) {
+  Sha256 h;
+  h.field("torch_cudajit reflection").field(std::to_string(kReflectionKeyVersion));
+  h.field("front end").field(frontend_identity());
+  h.field("arguments");
+  for (const auto& a : frontend_args) h.field(a);
+  h.field("source").field(filename).field(source);
+  const UserOptions user = parse_user_options(options);
+  std::vector<std::string> include_dirs = default_include_dirs();
+  const size_t n_default = include_dirs.size();
+  include_dirs.insert(include_dirs.end(), user.include_dirs.begin(), user.include_dirs.end());
+  // The front end pre-includes cj/cj.cuh (frontend_args), then the user's files.
+  std::vector<std::string> pre_included = {"cj/cj.cuh"};
+  pre_included.insert(pre_included.end(), user.pre_includes.begin(), user.pre_includes.end());
+  const std::string toolkit = n_default > 1 ? include_dirs[n_default - 1] : "";
+  const std::string why = hash_headers(h, source, pre_included, include_dirs, toolkit);
   if (!why.empty()) {
     if (inexact) *inexact = why;
     return "";

@@ -26,4 +26,13 @@ inline std::string compile_key(const Program& program,
   return compile_key(program, program.generate(requests), options, inexact);
 }
 
+/// The disk cache key (64 hex characters) of a source's reflection: the source and its file
+/// name, the front end's arguments (`frontend_args`: include folders, macros, pre-included
+/// files, standard), the headers reachable from the source and from cj/cj.cuh (as in
+/// compile_key), and frontend_identity. "" when a header is named through a macro (the key
+/// could not cover what Clang reads); `inexact` then receives the directive.
+std::string reflection_key(const std::string& filename, const std::string& source,
+                           const std::vector<std::string>& frontend_args,
+                           const std::vector<std::string>& options, std::string* inexact = nullptr);
+
 }  // namespace torch_cudajit

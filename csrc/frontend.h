@@ -53,6 +53,12 @@ void set_libclang_path(const std::string& path);
 /// scripted kernel parses nothing).
 uint64_t frontend_parse_count();
 
+/// What a reflection depends on besides the source, its headers and the front end's arguments,
+/// computed without loading libclang: this library's build (its file's size and time: the
+/// front end and reflection code) and the libclang the loader would try first (a path's size
+/// and time, or the bare name the dynamic loader searches for). Part of reflection_key.
+std::string frontend_identity();
+
 /// The loaded libclang's version string ("clang version 18.1.1 ..."); loads it if needed.
 std::string libclang_version();
 

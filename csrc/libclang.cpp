@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -87,6 +88,26 @@ std::string take(CXString s) {
 void set_libclang_path(const std::string& path) {
   std::lock_guard<std::mutex> lock(detail::path_mutex());
   detail::configured_path() = path;
+}
+
+std::string frontend_identity() {
+  auto file_identity = [](const std::string& path) -> std::string {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return "";
+    return path + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+           std::to_string(st.st_mtim.tv_nsec);
+  };
+  std::string out;
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&frontend_identity), &info) != 0 && info.dli_fname != nullptr)
+    out = file_identity(info.dli_fname);
+  out += '\n';
+  // The candidate load_libclang would open first: the first path that exists, or a bare name.
+  for (const auto& c : detail::libclang_candidates()) {
+    if (c.find('/') == std::string::npos) return out + c;
+    if (std::string id = file_identity(c); !id.empty()) return out + id;
+  }
+  return out;
 }
 
 std::string libclang_version() {

@@ -3,6 +3,8 @@
 
 #include "virtual_grid.h"
 
+#include "cache.h"
+#include "cache_key.h"
 #include "cuda_api.h"
 #include "headers.h"
 #include "options.h"
@@ -17,6 +19,29 @@ namespace {
 
 std::atomic<uint64_t> g_compiles{0};
 
+// The reflection of a source through the disk cache: a source read before, under the same
+// front-end arguments, headers, libclang and build of this library, is not parsed again, in
+// this process or another. A process that finds its kernels compiled on disk then never loads
+// libclang.
+std::vector<KernelDecl> reflect_cached(const std::string& source, const std::string& filename,
+                                       const std::vector<std::string>& options, const std::string& std) {
+  const std::vector<std::string> args = frontend_args(options, std);
+  DiskCache& cache = DiskCache::instance();
+  const std::string key = cache.usable() ? reflection_key(filename, source, args, options) : "";
+  if (!key.empty()) {
+    if (std::optional<std::string> record = cache.load_reflection(key)) {
+      try {
+        return deserialize_kernels(*record);
+      } catch (const c10::Error&) {
+        // A record this build cannot read: parse again, and replace it below.
+      }
+    }
+  }
+  std::vector<KernelDecl> kernels = reflect_kernels(source, args, filename);
+  if (!key.empty()) cache.store_reflection(key, serialize_kernels(kernels));
+  return kernels;
+}
+
 }  // namespace
 
 uint64_t nvrtc_compile_count() { return g_compiles.load(); }
@@ -30,7 +55,7 @@ Program::Program(std::string source, std::string filename, const std::vector<std
                     std::count(source_.begin(), source_.begin() + static_cast<std::ptrdiff_t>(nul), '\n') + 1,
                     "); NVRTC would read it only up to there. Remove the NUL byte (a source read "
                     "in binary mode, or a C string buffer passed whole?).");
-  kernels_ = reflect_kernels(source_, frontend_args(options, std), filename_);
+  kernels_ = reflect_cached(source_, filename_, options, std);
   rewritten_ = rewrite_layouts(source_, kernels_);
   source_needs_ = detail::implicit_needs(rewritten_);
   digest_ = source_digest(filename_, source_);

@@ -187,7 +187,18 @@ void bind_cache(py::module_& m) {
 // Programs (the reflected source) and their specializations.
 void bind_programs(py::module_& m) {
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
-      .def(py::init<std::string, std::string, std::vector<std::string>, std::string>(),
+      .def(py::init([](std::string source, std::string filename, std::vector<std::string> options,
+                       std::string std) {
+             // Reading the reflection may warn (an unusable cache folder, a damaged record):
+             // those become Python warnings.
+             torch::PyWarningHandler warnings;
+             try {
+               return std::make_shared<Program>(std::move(source), std::move(filename), options, std);
+             } catch (...) {
+               warnings.set_in_exception();
+               throw;
+             }
+           }),
            py::arg("source"), py::arg("filename") = "kernel.cu",
            py::arg("options") = std::vector<std::string>{}, py::arg("std") = "c++17")
       .def_static("from_reflection",

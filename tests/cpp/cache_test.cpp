@@ -4,6 +4,7 @@
 #include "cache.h"
 #include "cache_key.h"
 #include "compile_cache.h"
+#include "frontend.h"
 
 #include "test_util.h"
 
@@ -65,9 +66,10 @@ class CacheTest : public ::testing::Test {
   }
   void TearDown() override { DiskCache::instance().configure(saved_); }
 
-  std::vector<std::string> entry_files() const {
+  /// The record files of one kind: compiles (.cj) or reflections (.cjr).
+  std::vector<std::string> entry_files(const char* suffix = ".cj") const {
     std::vector<std::string> out;
-    std::string cmd = "ls " + dir_ + "/*.cj 2>/dev/null";
+    std::string cmd = "ls " + dir_ + "/*" + suffix + " 2>/dev/null";
     if (FILE* p = popen(cmd.c_str(), "r")) {
       char line[4096];
       while (fgets(line, sizeof(line), p)) {
@@ -319,9 +321,93 @@ TEST_F(CacheTest, SizeBoundEvictsLeastRecentlyUsed) {
   CacheInfo info = DiskCache::instance().info();
   EXPECT_EQ(info.entries, 1);
   EXPECT_LE(info.bytes, st.st_size + st.st_size / 2 + 4096);
+  EXPECT_EQ(entry_files(".cjr").size(), 1u) << "the source's reflection, outside the bound";
   CacheInfo cleared = DiskCache::instance().clear();
-  EXPECT_EQ(cleared.removed, 1);
+  EXPECT_EQ(cleared.removed, 2);  // the entry and the reflection record
   EXPECT_TRUE(entry_files().empty());
+  EXPECT_TRUE(entry_files(".cjr").empty());
+}
+
+// A source read before is not parsed again: its reflection comes from the disk cache, under a
+// key that changes with the source, its file name, the options the front end sees and the
+// standard.
+TEST_F(CacheTest, ReflectionIsReadFromTheCacheWithoutParsing) {
+  const std::string src = std::string(kScale) + "\n// reflection cache\n";
+  const uint64_t before = frontend_parse_count();
+  const Program first(src);
+  EXPECT_EQ(frontend_parse_count(), before + 1);
+  const Program second(src);
+  EXPECT_EQ(frontend_parse_count(), before + 1) << "the second read comes from the cache";
+  EXPECT_EQ(second.reflection(), first.reflection());
+  EXPECT_EQ(entry_files(".cjr").size(), 1u);
+  struct Case {
+    const char* what;
+    std::string source, filename;
+    std::vector<std::string> options;
+    std::string std;
+  };
+  const Case cases[] = {
+      {"another source", src + "// edited\n", "kernel.cu", {}, "c++17"},
+      {"another file name", src, "other.cu", {}, "c++17"},
+      {"a define", src, "kernel.cu", {"-DCJT_REFLECTION=1"}, "c++17"},
+      {"another standard", src, "kernel.cu", {}, "c++20"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    const uint64_t n = frontend_parse_count();
+    const Program parsed(c.source, c.filename, c.options, c.std);
+    EXPECT_EQ(frontend_parse_count(), n + 1);
+    const Program cached(c.source, c.filename, c.options, c.std);
+    EXPECT_EQ(frontend_parse_count(), n + 1);
+    EXPECT_EQ(cached.reflection(), parsed.reflection());
+  }
+}
+
+// An edit of a header the source includes (here one a header includes) parses again, and the
+// reflection sees the edit: the parameter's type (a macro of the header) turns from a pointer
+// into a number.
+TEST_F(CacheTest, ReflectionFollowsIncludedHeaders) {
+  const std::string inc = make_temp_dir();
+  write_text(inc + "/types.h", "#include \"buffer.h\"\n");
+  write_text(inc + "/buffer.h", "#define BUFFER float*\n");
+  const std::string src = "#include \"types.h\"\n__global__ void k(BUFFER b) {}\n";
+  const std::vector<std::string> options = {"-I" + inc};
+  const Program as_pointer(src, "kernel.cu", options);
+  ASSERT_EQ(as_pointer.kernel("k").params.size(), 1u);
+  EXPECT_EQ(as_pointer.kernel("k").params[0].kind, ParamKind::kPointer);
+  const uint64_t n = frontend_parse_count();
+  EXPECT_EQ(Program(src, "kernel.cu", options).reflection(), as_pointer.reflection());
+  EXPECT_EQ(frontend_parse_count(), n);
+  write_text(inc + "/buffer.h", "#define BUFFER float\n");
+  const Program as_number(src, "kernel.cu", options);
+  EXPECT_EQ(frontend_parse_count(), n + 1);
+  ASSERT_EQ(as_number.kernel("k").params.size(), 1u);
+  EXPECT_EQ(as_number.kernel("k").params[0].kind, ParamKind::kScalar);
+}
+
+TEST_F(CacheTest, ReflectionIsParsedEveryTimeWithTheCacheDisabled) {
+  DiskCache::instance().configure({false, dir_, int64_t(1) << 30});
+  const std::string src = std::string(kScale) + "\n// cache disabled\n";
+  const uint64_t n = frontend_parse_count();
+  const Program first(src);
+  const Program second(src);
+  EXPECT_EQ(frontend_parse_count(), n + 2);
+  EXPECT_EQ(second.reflection(), first.reflection());
+}
+
+// A damaged reflection record is ignored with a warning, parsed again and replaced.
+TEST_F(CacheTest, DamagedReflectionRecordIsParsedAgainAndReplaced) {
+  const std::string src = std::string(kScale) + "\n// damaged reflection\n";
+  const Program first(src);
+  const auto files = entry_files(".cjr");
+  ASSERT_EQ(files.size(), 1u);
+  write_text(files[0], "not a record");
+  const uint64_t n = frontend_parse_count();
+  const Program second(src);
+  EXPECT_EQ(frontend_parse_count(), n + 1);
+  EXPECT_EQ(second.reflection(), first.reflection());
+  const Program third(src);
+  EXPECT_EQ(frontend_parse_count(), n + 1) << "the record was replaced";
 }
 
 }  // namespace

@@ -62,6 +62,24 @@ def test_hit_after_restart(cache_dir):
     assert len(entries(cache_dir)) == 1
 
 
+def test_later_process_reads_the_reflection_without_libclang(cache_dir):
+    # A source read before comes with its reflection from the disk cache: a process whose
+    # kernels are all on disk parses nothing and never loads libclang.
+    child = CHILD + textwrap.dedent("""
+        import torch_cudajit._C as C
+        with open("/proc/self/maps") as f:
+            loaded = any("libclang" in line for line in f)
+        print(json.dumps(dict(parses=C.frontend_parse_count(), libclang=loaded)))
+        """)
+    first = [json.loads(line) for line in run_python(child, cache_dir).stdout.splitlines()]
+    second = [json.loads(line) for line in run_python(child, cache_dir).stdout.splitlines()]
+    assert first[1] == dict(parses=1, libclang=True)
+    assert second[1] == dict(parses=0, libclang=False)
+    assert (second[0]["hits"], second[0]["misses"]) == (1, 0)
+    assert second[0]["cubin"] == first[0]["cubin"]
+    assert len(list(cache_dir.glob("*.cjr"))) == 1 and len(entries(cache_dir)) == 1
+
+
 def test_folder_is_private(cache_dir):
     compile_scale()
     assert stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o700
@@ -373,8 +391,10 @@ def test_cli(cache_dir):
     assert not stale.exists()
     assert not list(cache_dir.glob("*.lock"))
     assert (cache_dir / "notes.txt").exists()
+    reflections = len(list(cache_dir.glob("*.cjr")))  # the sources' reflections go too
     out = cli("cache", "clear")
-    assert "removed 2 file(s)" in out and entries(cache_dir) == []
+    assert f"removed {2 + reflections} file(s)" in out and entries(cache_dir) == []
+    assert not list(cache_dir.glob("*.cjr"))
     assert (cache_dir / "notes.txt").exists()
     assert "entries:   0" in cli("cache", "info")
     r = run_python("import sys, runpy; sys.argv = ['torch_cudajit', 'cache', 'prune', "
