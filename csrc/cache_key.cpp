@@ -140,6 +140,33 @@ std::string hash_headers(Sha256& h, const std::string& text, const std::vector<s
   }
   return inexact;
 }
+
+// The folders headers are searched in: the plugin's first, then the user's, in order (the order
+// decides which header wins); and the CUDA include folder, the last default one when the
+// toolkit headers were found, whose headers count by path, size and time.
+struct SearchPath {
+  std::vector<std::string> dirs;
+  std::string toolkit;
+};
+
+SearchPath search_path(const UserOptions& user) {
+  SearchPath out{default_include_dirs(), ""};
+  if (out.dirs.size() > 1) out.toolkit = out.dirs.back();
+  out.dirs.insert(out.dirs.end(), user.include_dirs.begin(), user.include_dirs.end());
+  return out;
+}
+
+// The key in `h` with the headers reachable from `text` added; "" when one is named through a
+// macro (`inexact` then receives the directive).
+std::string finish_key(Sha256& h, const std::string& text, const std::vector<std::string>& pre_included,
+                       const SearchPath& path, std::string* inexact) {
+  const std::string why = hash_headers(h, text, pre_included, path.dirs, path.toolkit);
+  if (!why.empty()) {
+    if (inexact) *inexact = why;
+    return "";
+  }
+  return h.hex_digest();
+}
 }  // namespace
 
 std::string compile_key(const Program& program, const GeneratedSource& generated,
@@ -151,14 +178,12 @@ std::string compile_key(const Program& program, const GeneratedSource& generated
   h.field("nvrtc").field(detail::nvrtc_identity());
   h.field("arch").field(std::to_string(options.arch)).field("std").field(options.std);
   h.field(options.debug ? "debug" : "").field(options.lineinfo ? "lineinfo" : "");
-  // The plugin's include folders come first, then the user's, in order (the order decides
-  // which header wins). -D and -U of one macro name keep their order (a later one overrides an
-  // earlier one), while different names commute; the other options are a set: the same options
-  // in another order give the same key.
+  // -D and -U of one macro name keep their order (a later one overrides an earlier one), while
+  // different names commute; the other options are a set: the same options in another order
+  // give the same key.
   const UserOptions user = parse_user_options(options.extra);
-  std::vector<std::string> include_dirs = default_include_dirs();
-  const size_t n_default = include_dirs.size();
-  include_dirs.insert(include_dirs.end(), user.include_dirs.begin(), user.include_dirs.end());
+  const SearchPath search = search_path(user);
+  const std::vector<std::string>& include_dirs = search.dirs;
   std::vector<std::string> macros = user.macros, others = user.others;
   const std::vector<std::string>& pre_included = user.pre_includes;
   std::sort(others.begin(), others.end());
@@ -174,7 +199,7 @@ std::string compile_key(const Program& program, const GeneratedSource& generated
     if (path.size() > 3 && path.compare(path.size() - 3, 3, ".cu") == 0) {
       std::vector<std::string> dirs = {dirname_of(path)};
       dirs.insert(dirs.end(), include_dirs.begin(), include_dirs.end());
-      const std::string why = hash_headers(h, data, {}, dirs, n_default > 1 ? include_dirs[n_default - 1] : "");
+      const std::string why = hash_headers(h, data, {}, dirs, search.toolkit);
       if (!why.empty()) {
         if (inexact) *inexact = why + " (in " + path + ")";
         return "";
@@ -202,14 +227,7 @@ std::string compile_key(const Program& program, const GeneratedSource& generated
     h.field(inst.kernel_expression);
     for (const auto& p : inst.probe_expressions) h.field(p);
   }
-  // The CUDA include folder is the last default one when the toolkit headers were found.
-  const std::string toolkit = n_default > 1 ? include_dirs[n_default - 1] : "";
-  const std::string why = hash_headers(h, text, pre_included, include_dirs, toolkit);
-  if (!why.empty()) {
-    if (inexact) *inexact = why;
-    return "";
-  }
-  return h.hex_digest();
+  return finish_key(h, text, pre_included, search, inexact);
 }
 
 std::string reflection_key(const std::string& filename, const std::string& source,
@@ -222,19 +240,10 @@ std::string reflection_key(const std::string& filename, const std::string& sourc
   for (const auto& a : frontend_args) h.field(a);
   h.field("source").field(filename).field(source);
   const UserOptions user = parse_user_options(options);
-  std::vector<std::string> include_dirs = default_include_dirs();
-  const size_t n_default = include_dirs.size();
-  include_dirs.insert(include_dirs.end(), user.include_dirs.begin(), user.include_dirs.end());
   // The front end pre-includes cj/cj.cuh (frontend_args), then the user's files.
   std::vector<std::string> pre_included = {"cj/cj.cuh"};
   pre_included.insert(pre_included.end(), user.pre_includes.begin(), user.pre_includes.end());
-  const std::string toolkit = n_default > 1 ? include_dirs[n_default - 1] : "";
-  const std::string why = hash_headers(h, source, pre_included, include_dirs, toolkit);
-  if (!why.empty()) {
-    if (inexact) *inexact = why;
-    return "";
-  }
-  return h.hex_digest();
+  return finish_key(h, source, pre_included, search_path(user), inexact);
 }
 
 }  // namespace torch_cudajit
