@@ -39,6 +39,7 @@ constexpr char kMagic[8] = {'T', 'C', 'J', 'C', 'A', 'C', 'H', 'E'};
 constexpr size_t kHeaderSize = 8 + 4 + 4 + 8 + 32;  // magic, version, reserved, length, hash
 constexpr const char* kEntrySuffix = ".cj";
 constexpr const char* kReflectionSuffix = ".cjr";
+constexpr const char* kManifestSuffix = ".cjm";
 constexpr const char* kLockSuffix = ".lock";
 constexpr const char* kTempSuffix = ".tmp";
 
@@ -50,13 +51,20 @@ bool is_hex_key(const std::string& s, size_t from, size_t to) {
   return true;
 }
 
-// Only files this cache wrote are ever removed: <key>.cj, <key>.cjr, <key>.lock and
+// Only files this cache wrote are ever removed: <key>.cj, <key>.cjr, <key>.cjm, <key>.lock and
 // .<key>.<pid>.<n>.tmp.
 bool is_cache_file(const std::string& name, const char* suffix) {
   const size_t n = std::strlen(suffix);
   if (name.size() < n || name.compare(name.size() - n, n, suffix) != 0) return false;
   if (std::strcmp(suffix, ".tmp") == 0) return name.size() > 66 && name[0] == '.' && is_hex_key(name, 1, 65);
   return is_hex_key(name, 0, name.size() - n);
+}
+
+// A record of any kind: compiled code, a reflection or a manifest. All of them count against
+// the size bound and are evicted least recently used first.
+bool is_record(const std::string& name) {
+  return is_cache_file(name, kEntrySuffix) || is_cache_file(name, kReflectionSuffix) ||
+         is_cache_file(name, kManifestSuffix);
 }
 
 // --- environment -----------------------------------------------------------------------------
@@ -99,7 +107,11 @@ bool env_disables(const char* value) {
 // Creates `dir` and its missing parents; the folders it creates get `mode`.
 bool make_dirs(const std::string& dir, mode_t mode) {
   struct stat st;
-  if (stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
+  if (stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return true;
+    errno = ENOTDIR;  // the message says why, not what an earlier call left in errno
+    return false;
+  }
   std::string parent = dirname_of(dir);
   if (parent != dir && !make_dirs(parent, mode)) return false;
   return ::mkdir(dir.c_str(), mode) == 0 || errno == EEXIST;
@@ -234,6 +246,10 @@ std::optional<std::string> DiskCache::load_reflection(const std::string& key) {
   return load_file(key, kReflectionSuffix);
 }
 
+std::optional<std::string> DiskCache::load_manifest(const std::string& key) {
+  return load_file(key, kManifestSuffix);
+}
+
 std::optional<std::string> DiskCache::load_file(const std::string& key, const char* suffix) {
   const std::string dir = usable_dir();
   if (dir.empty()) return std::nullopt;
@@ -286,14 +302,24 @@ void DiskCache::reject(const std::string& key, const std::string& problem) {
   if (!dir.empty()) reject_file(entry_path(dir, key, kEntrySuffix), problem);
 }
 
+void DiskCache::reject_reflection(const std::string& key, const std::string& problem) {
+  const std::string dir = usable_dir();
+  if (!dir.empty())
+    warn_once("ignoring '" + entry_path(dir, key, kReflectionSuffix) + "' (" + problem +
+              "). The source is read again and the record replaced.");
+}
+
 void DiskCache::reject_file(const std::string& path, const std::string& problem) {
   warn_once("ignoring '" + path + "': the file " + problem + ". The kernel is compiled again " +
             "and the file replaced.");
 }
 
 void DiskCache::store_reflection(const std::string& key, const std::string& record) {
-  const std::string dir = usable_dir();
-  if (!dir.empty()) store_file(dir, key, record, kReflectionSuffix);
+  store_record(key, record, kReflectionSuffix);
+}
+
+void DiskCache::store_manifest(const std::string& key, const std::string& record) {
+  store_record(key, record, kManifestSuffix);
 }
 
 bool DiskCache::store_file(const std::string& dir, const std::string& key,
@@ -328,18 +354,23 @@ bool DiskCache::store_file(const std::string& dir, const std::string& key,
 }
 
 void DiskCache::store(const std::string& key, const std::string& payload) {
+  store_record(key, payload, kEntrySuffix);
+}
+
+void DiskCache::store_record(const std::string& key, const std::string& payload,
+                             const char* suffix) {
   const std::string dir = usable_dir();
-  if (dir.empty() || !store_file(dir, key, payload, kEntrySuffix)) return;
+  if (dir.empty() || !store_file(dir, key, payload, suffix)) return;
   int64_t bound;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     bound = settings_.max_bytes;
   }
-  // Eviction scans the folder; that happens only after a compile, which costs far more.
+  // Eviction scans the folder; that happens only after a compile or a parse, which cost more.
   int64_t total = 0;
   for (const auto& e : list_dir(dir))
-    if (is_cache_file(e.name, kEntrySuffix)) total += e.size;
-  if (total > bound) prune(bound, /*keep_newest=*/true);  // it was just compiled
+    if (is_record(e.name)) total += e.size;
+  if (total > bound) prune(bound, /*keep_newest=*/true);  // it was just written
 }
 
 DiskCache::KeyLock::~KeyLock() {
@@ -369,8 +400,8 @@ CacheInfo DiskCache::info() {
   out.enabled = s.enabled;
   out.max_bytes = s.max_bytes;
   for (const auto& e : list_dir(s.dir))
-    if (is_cache_file(e.name, kEntrySuffix)) {
-      out.entries += 1;
+    if (is_record(e.name)) {
+      out.entries += is_cache_file(e.name, kEntrySuffix) ? 1 : 0;
       out.bytes += e.size;
     }
   return out;
@@ -389,8 +420,7 @@ CacheInfo DiskCache::clear() {
   CacheInfo out = info();
   if (!owned_folder(out.dir)) return out;
   for (const auto& e : list_dir(out.dir))
-    if ((is_cache_file(e.name, kEntrySuffix) || is_cache_file(e.name, kReflectionSuffix) ||
-         is_cache_file(e.name, kTempSuffix)) &&
+    if ((is_record(e.name) || is_cache_file(e.name, kTempSuffix)) &&
         ::unlink(e.path.c_str()) == 0)
       out.removed += 1;
   out.entries = out.bytes = 0;
@@ -409,7 +439,7 @@ CacheInfo DiskCache::prune(int64_t max_bytes, bool keep_newest) {
   if (!owned_folder(s.dir)) return out;
   std::vector<DirEntry> entries;
   for (auto& e : list_dir(s.dir)) {
-    if (is_cache_file(e.name, kEntrySuffix)) {
+    if (is_record(e.name)) {
       entries.push_back(std::move(e));
     } else if (is_cache_file(e.name, kTempSuffix)) {
       // A writer renames within milliseconds; an hour-old temporary file's writer died.
@@ -434,7 +464,7 @@ CacheInfo DiskCache::prune(int64_t max_bytes, bool keep_newest) {
       continue;
     }
     total += entries[i].size;
-    out.entries += 1;
+    out.entries += is_cache_file(entries[i].name, kEntrySuffix) ? 1 : 0;
   }
   out.bytes = total;
   return out;

@@ -62,12 +62,19 @@ class DiskCache {
   std::optional<std::string> load(const std::string& key);
   /// Stores a record atomically, then evicts least-recently-used entries over the bound.
   void store(const std::string& key, const std::string& record);
-  /// A source's reflection stored under a key (reflection_key), or nothing; as `load`. These
-  /// records are files of their own kind (<key>.cjr), a few KB each: they do not count as
-  /// entries or against the size bound, and `clear` removes them.
+  /// A source's reflection stored under a key (reading.h), or nothing; as `load`. These
+  /// records are files of their own kind (<key>.cjr), a few KB each; like manifests they count
+  /// against the size bound (not as entries), are evicted with the entries, and `clear`
+  /// removes them.
   std::optional<std::string> load_reflection(const std::string& key);
   /// Stores a reflection record atomically.
   void store_reflection(const std::string& key, const std::string& record);
+  /// The dependency manifest stored under a source key (<key>.cjm, dependencies.h), or nothing.
+  std::optional<std::string> load_manifest(const std::string& key);
+  /// Stores a manifest atomically.
+  void store_manifest(const std::string& key, const std::string& record);
+  /// Warns once that the reflection record under `key` is unusable; it is replaced.
+  void reject_reflection(const std::string& key, const std::string& problem);
   /// Warns once that the record under `key` is unusable (`problem` says why, e.g. "does not
   /// hold this kernel"); the next store replaces it.
   void reject(const std::string& key, const std::string& problem);
@@ -90,7 +97,7 @@ class DiskCache {
   /// Blocks until this process holds the lock of `key` (no-op lock when the folder is unusable).
   KeyLock lock(const std::string& key);
 
-  /// Entries and bytes on disk.
+  /// Entries (compiled records) and bytes of all records on disk.
   CacheInfo info();
   /// Removes every entry.
   CacheInfo clear();
@@ -112,6 +119,8 @@ class DiskCache {
   std::string usable_dir();
   std::string entry_path(const std::string& dir, const std::string& key, const char* suffix) const;
   std::optional<std::string> load_file(const std::string& key, const char* suffix);
+  /// Writes a record of any kind, then evicts over the bound.
+  void store_record(const std::string& key, const std::string& record, const char* suffix);
   /// Writes the file of a record; false when it could not be written (with one warning).
   bool store_file(const std::string& dir, const std::string& key, const std::string& record,
                   const char* suffix);

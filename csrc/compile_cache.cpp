@@ -4,6 +4,7 @@
 #include "cache.h"
 #include "cache_key.h"
 #include "file_io.h"
+#include "headers.h"
 
 #include <utility>
 
@@ -133,12 +134,12 @@ std::optional<CompiledInstance> load_instance(DiskCache& cache, const std::strin
 void compile_together(const Program& program, const std::vector<InstantiationRequest>& requests,
                       const std::vector<size_t>& which, const CompileOptions& options,
                       CacheOutcome outcome, std::vector<CompiledInstance>& out,
-                      std::string* batch_key = nullptr) {
+                      const Dependencies* deps = nullptr, std::string* batch_key = nullptr) {
   std::vector<InstantiationRequest> batch;
   for (size_t i : which) batch.push_back(requests[i]);
   const GeneratedSource generated = program.generate(batch);
   auto compiled = std::make_shared<const CompiledProgram>(program.compile(generated, options));
-  if (batch_key) *batch_key = compile_key(program, generated, options);
+  if (batch_key) *batch_key = compile_key(program, generated, options, *deps);
   for (size_t j = 0; j < which.size(); ++j) out[which[j]] = {compiled, j, outcome};
 }
 
@@ -161,10 +162,13 @@ std::vector<CompiledInstance> compile_cached(const Program& program,
   std::vector<size_t> all(requests.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   DiskCache& cache = DiskCache::instance();
-  if (!use_cache || !cache.usable()) {
+  if (!use_cache || !program.use_cache() || !cache.usable()) {
     compile_together(program, requests, all, options, CacheOutcome::kBypassed, out);
     return out;
   }
+  // The files the source reads when compiled for this architecture, as the front end found
+  // them (checked against the disk now).
+  const Dependencies deps = program.dependencies(options);
   // Each request under its own key, which its generated source decides.
   std::vector<GeneratedSource> singles;
   std::vector<std::string> keys;
@@ -173,13 +177,12 @@ std::vector<CompiledInstance> compile_cached(const Program& program,
   for (size_t i = 0; i < requests.size(); ++i) {
     singles.push_back(program.generate({requests[i]}));
     std::string inexact;
-    keys.push_back(compile_key(program, singles[i], options, &inexact));
+    keys.push_back(compile_key(program, singles[i], options, deps, &inexact));
     if (keys[i].empty()) {
       // One source and one set of headers: when one key cannot be exact, none can.
-      cache.warn_once(
-          "kernel '" + requests[i].kernel + "': `" + inexact + "` names a header through a "
-          "macro, so the cache cannot tell which files the compiler reads; it compiles without "
-          "the disk cache. Write the header's name in the #include line to cache it.");
+      cache.warn_once("kernel '" + requests[i].kernel + "' in '" + program.filename() + "': " +
+                      inexact + ", so the cache cannot tell every file the compiler reads; it "
+                      "compiles without the disk cache.");
       compile_together(program, requests, all, options, CacheOutcome::kBypassed, out);
       return out;
     }
@@ -190,6 +193,9 @@ std::vector<CompiledInstance> compile_cached(const Program& program,
       missing.push_back(i);
     }
   }
+  // A file edited while NVRTC read it: the code may hold either version, so it is not stored.
+  const std::string toolkit = toolkit_include_dir();
+  auto still_exact = [&] { return files_unchanged(deps.files, toolkit); };
   if (missing.size() == 1) {
     const size_t i = missing[0];
     // Processes that start together queue here; all but the first then find the record.
@@ -200,17 +206,19 @@ std::vector<CompiledInstance> compile_cached(const Program& program,
       return out;
     }
     auto compiled = std::make_shared<const CompiledProgram>(program.compile(singles[i], options));
-    cache.store(keys[i], serialize_compiled(keys[i], *compiled));
+    if (still_exact()) cache.store(keys[i], serialize_compiled(keys[i], *compiled));
     cache.counters().misses++;
     out[i] = {std::move(compiled), 0, CacheOutcome::kMiss};
   } else if (!missing.empty()) {
     // One NVRTC program for all of them, stored once; each key refers into it.
     std::string batch_key;
-    compile_together(program, requests, missing, options, CacheOutcome::kMiss, out, &batch_key);
+    compile_together(program, requests, missing, options, CacheOutcome::kMiss, out, &deps,
+                     &batch_key);
     TORCH_INTERNAL_ASSERT(!batch_key.empty(), "a batch of exact keys has an inexact key");
-    cache.store(batch_key, serialize_compiled(batch_key, *out[missing[0]].compiled));
+    const bool store = still_exact();
+    if (store) cache.store(batch_key, serialize_compiled(batch_key, *out[missing[0]].compiled));
     for (size_t j = 0; j < missing.size(); ++j) {
-      cache.store(keys[missing[j]], serialize_reference(keys[missing[j]], batch_key, j));
+      if (store) cache.store(keys[missing[j]], serialize_reference(keys[missing[j]], batch_key, j));
       cache.counters().misses++;
     }
   }

@@ -200,6 +200,24 @@ const DriverApi& driver() {
 
 bool driver_available() { return driver_state().error.empty(); }
 
+int current_context_arch() {
+  void* loaded = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (loaded == nullptr) return 0;
+  dlclose(loaded);
+  const DriverState& s = driver_state();
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  int major = 0, minor = 0;
+  if (!s.error.empty() || s.api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr ||
+      s.api.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+      s.api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) !=
+          CUDA_SUCCESS ||
+      s.api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) !=
+          CUDA_SUCCESS)
+    return 0;
+  return major * 10 + minor;
+}
+
 void throw_missing_entry_point(const char* name) {
   int version = 0;
   driver().cuDriverGetVersion(&version);

@@ -110,6 +110,10 @@ const NvJitLinkApi& nvjitlink();
 const DriverApi& driver();
 /// True when a CUDA driver can be loaded and initialized (no exception).
 bool driver_available();
+/// The compute capability (e.g. 90) of the device whose context is current on this thread, 0
+/// when none is or this process has not loaded the driver yet (then it is not loaded: a process
+/// that has not touched CUDA, a compile-only worker, stays so).
+int current_context_arch();
 
 /// Adds a directory searched for libnvrtc before the system paths (the Python package
 /// passes the NVIDIA pip wheels' and the toolkit's library folders).

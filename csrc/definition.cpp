@@ -84,7 +84,8 @@ std::shared_ptr<const KernelDefinition> KernelDefinition::from_source(std::strin
                                                                       KernelOptions options,
                                                                       std::string filename) {
   auto program = std::make_shared<const Program>(std::move(source), std::move(filename),
-                                                 options.compile.extra, options.compile.std);
+                                                 options.compile.extra, options.compile.std,
+                                                 /*arch=*/0, options.cache);
   return std::make_shared<const KernelDefinition>(std::move(program), name, std::move(options));
 }
 
@@ -105,7 +106,9 @@ std::shared_ptr<const KernelDefinition> KernelDefinition::from_state(const State
   KernelOptions options = options_of(s);
   if (std::get<11>(s).empty())
     return from_source(std::get<0>(s), std::get<1>(s), std::move(options), std::get<9>(s));
-  auto program = Program::from_reflection(std::get<0>(s), std::get<9>(s), std::get<11>(s));
+  auto program = Program::from_reflection(std::get<0>(s), std::get<9>(s), std::get<11>(s),
+                                          options.compile.extra, options.compile.std,
+                                          options.cache);
   return std::make_shared<const KernelDefinition>(std::move(program), std::get<1>(s),
                                                   std::move(options));
 }
@@ -137,17 +140,20 @@ KernelDefinition::State KernelDefinition::decode(const std::string& bytes) {
   State s;
   std::get<0>(s) = r.text();
   std::get<1>(s) = r.text();
-  std::get<2>(s).resize(r.number());
+  std::get<2>(s).resize(r.count(2));
   for (auto& o : std::get<2>(s)) o = r.text();
   std::get<3>(s) = r.text();
   std::get<4>(s) = r.flag();
   std::get<5>(s) = r.flag();
   std::get<6>(s) = r.text();
   std::get<7>(s) = r.flag();
-  std::get<8>(s).resize(r.number());
+  std::get<8>(s).resize(r.count(2));
   for (auto& f : std::get<8>(s)) f = r.text();
   std::get<9>(s) = r.text();
-  std::get<10>(s) = std::stoll(r.text());
+  std::get<10>(s) = r.integer();
+  TORCH_CHECK_VALUE(std::get<10>(s) >= -1 && std::get<10>(s) <= 1, "torch_cudajit: ", kStateWhat,
+                    " has cooperative = ", std::get<10>(s), ", expected -1, 0 or 1; it is "
+                    "damaged.");
   std::get<11>(s) = r.text();
   TORCH_CHECK_VALUE(r.done(), "torch_cudajit: ", kStateWhat, " has trailing bytes; it is "
                     "damaged.");

@@ -3,24 +3,43 @@
 // declarations.
 #include "frontend.h"
 
+#include "dependencies.h"
+#include "file_io.h"
+#include "headers.h"
 #include "libclang.h"
+#include "sha256.h"
 
 #include <c10/util/Exception.h>
 
-#include <dlfcn.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace torch_cudajit {
 namespace detail {
 
 namespace {
+
+using detail::dirname_of;
+using detail::Include;
+using detail::read_file;
+using detail::scan_includes;
 
 std::atomic<uint64_t> g_parses{0};  // sources parsed (frontend_parse_count)
 
@@ -225,6 +244,11 @@ uint64_t frontend_parse_count() { return detail::g_parses.load(); }
 namespace detail {
 namespace {
 
+using FileList = std::vector<std::pair<std::string, std::string>>;
+
+// Files of the front end's own, held in memory: the prelude, the source, the preamble's stand-in.
+constexpr const char* kVirtualRoot = "/torch_cudajit/";
+
 // One parse of `main` (held in memory) with these arguments; nullptr when libclang refused.
 CXTranslationUnit parse(CXIndex index, const std::string& main, const std::string& text,
                         const std::vector<std::string>& argv, unsigned options) {
@@ -248,12 +272,74 @@ bool reparse(CXTranslationUnit tu, const std::string& main, const std::string& t
   return libclang().clang_reparseTranslationUnit(tu, 2, files, 0) == 0;
 }
 
+// The files a translation unit read (its own inclusions; a precompiled preamble's are recorded
+// when it is made), each with the digest of the bytes Clang holds for it.
+FileList inclusions(CXTranslationUnit tu) {
+  struct Visit {
+    CXTranslationUnit tu;
+    FileList files;
+    std::string cwd;
+  } v{tu, {}, {}};
+  char cwd[4096];
+  v.cwd = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
+  libclang().clang_getInclusions(
+      tu,
+      [](CXFile file, CXSourceLocation*, unsigned, CXClientData data) {
+        auto& v = *static_cast<Visit*>(data);
+        const auto& c = libclang();
+        std::string path = take(c.clang_getFileName(file));
+        if (path.empty() || path.rfind(kVirtualRoot, 0) == 0) return;
+        if (path[0] != '/') path = v.cwd + "/" + path;
+        std::string digest;
+        if (c.clang_getFileContents != nullptr) {
+          size_t size = 0;
+          if (const char* bytes = c.clang_getFileContents(v.tu, file, &size))
+            digest = Sha256().update(bytes, size).hex_digest();
+        }
+        v.files.emplace_back(std::move(path), std::move(digest));
+      },
+      &v);
+  return std::move(v.files);
+}
+
+// The first "file not found" diagnostic of a parse ("" when there is none).
+std::string missing_header(CXTranslationUnit tu) {
+  const auto& c = libclang();
+  std::string out;
+  for (unsigned i = 0, n = c.clang_getNumDiagnostics(tu); i < n && out.empty(); ++i) {
+    void* d = c.clang_getDiagnostic(tu, i);
+    if (take(c.clang_getDiagnosticSpelling(d)).find("file not found") != std::string::npos)
+      out = take(c.clang_formatDiagnostic(d, /*CXDiagnostic_DisplaySourceLocation=*/1));
+    c.clang_disposeDiagnostic(d);
+  }
+  return out;
+}
+
+// True when every file still holds the bytes recorded for it.
+bool still_the_same(const FileList& files) {
+  for (const auto& [path, digest] : files)
+    if (content_digest(path) != digest) return false;
+  return true;
+}
+
+// Records the bytes' digests of `files` where Clang could not show them (older libclang): the
+// file's contents now. False when a file changed since Clang read it.
+bool settle_digests(FileList& files) {
+  for (auto& [path, digest] : files) {
+    const std::string now = content_digest(path);
+    if (digest.empty()) digest = now;
+    if (now.empty() || now != digest) return false;
+  }
+  return true;
+}
+
 // Translation units kept after a parse, by arguments and file name, to parse the next source of
 // that name into: a reparse skips the driver and the set-up of a compiler, which are a fixed
 // part of every parse. Only used under parse_kernels' lock.
 struct KeptUnit {
   std::string key;
   CXTranslationUnit tu;
+  FileList files;  // what its last parse read: a reparse is only safe while they are unchanged
 };
 std::vector<KeptUnit>& kept_units() {
   static auto* units = new std::vector<KeptUnit>();  // never destroyed, like the preambles
@@ -266,19 +352,22 @@ CXTranslationUnit take_kept_unit(const std::string& key) {
   for (auto it = units.begin(); it != units.end(); ++it)
     if (it->key == key) {
       CXTranslationUnit tu = it->tu;
+      const bool usable = still_the_same(it->files);
       units.erase(it);
-      return tu;
+      if (usable) return tu;
+      libclang().clang_disposeTranslationUnit(tu);
+      return nullptr;
     }
   return nullptr;
 }
 
-void keep_unit(std::string key, CXTranslationUnit tu) {
+void keep_unit(std::string key, CXTranslationUnit tu, FileList files) {
   auto& units = kept_units();
   if (units.size() >= kKeptUnits) {
     libclang().clang_disposeTranslationUnit(units.front().tu);
     units.erase(units.begin());
   }
-  units.push_back({std::move(key), tu});
+  units.push_back({std::move(key), tu, std::move(files)});
 }
 
 // True when a fatal diagnostic says the precompiled preamble could not be used.
@@ -300,10 +389,16 @@ bool preamble_rejected(CXTranslationUnit tu) {
 
 // The preamble every source shares (the prelude, cj/cj.cuh and CUDA's fp16/bf16 headers, the
 // user's pre-included headers) is parsed once per argument list and kept as a precompiled
-// header: each source then parses only its own text.
+// header: each source then parses only its own text. A preamble is used only while every file
+// it read still holds the same bytes (Clang's own check of a PCH compares sizes and times to
+// the second, which misses an edit that keeps both).
+struct Preamble {
+  int fd = -1;      // the PCH, -1 when it could not be made
+  FileList files;   // what it read
+};
 struct Preambles {
   std::mutex mutex;
-  std::map<std::string, int> fds;  // arguments -> descriptor of their PCH (-1 when it failed)
+  std::map<std::string, Preamble> by_args;
 };
 
 Preambles& preambles() {
@@ -317,68 +412,234 @@ std::string preamble_key(const std::vector<std::string>& argv) {
   return key;
 }
 
+constexpr const char* kPreambleFolderPrefix = "torch_cudajit_frontend.";
+
+// Removes the folders of preambles whose process died while saving one (killed, say): their
+// names carry the process id.
+void sweep_dead_preambles(const std::string& tmp) {
+  DIR* d = opendir(tmp.c_str());
+  if (d == nullptr) return;
+  const size_t n = std::char_traits<char>::length(kPreambleFolderPrefix);
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, n, kPreambleFolderPrefix) != 0) continue;
+    const long pid = std::strtol(name.c_str() + n, nullptr, 10);
+    struct stat st;
+    const std::string folder = tmp + "/" + name;
+    if (pid <= 0 || (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) ||
+        lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+      continue;
+    if (DIR* f = opendir(folder.c_str())) {
+      while (dirent* g = readdir(f))
+        if (std::strcmp(g->d_name, ".") != 0 && std::strcmp(g->d_name, "..") != 0)
+          unlink((folder + "/" + g->d_name).c_str());
+      closedir(f);
+    }
+    rmdir(folder.c_str());
+  }
+  closedir(d);
+}
+
+// Whether a PCH can be written without LLVM meeting a write error, which it treats as fatal
+// (the process aborts): no file size limit that a PCH could reach, and room on the disk.
+bool room_for_preamble(const std::string& tmp) {
+  constexpr uint64_t kRoom = uint64_t(512) << 20;
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < kRoom)
+    return false;
+  struct statvfs fs;
+  return statvfs(tmp.c_str(), &fs) == 0 &&
+         static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize >= kRoom;
+}
+
 // Saves a PCH and keeps it only as an open descriptor, read as /proc/self/fd/N: nothing is left
 // on disk however the process ends (a crash, os._exit in a worker), and forked children
 // inherit it. -1 when it cannot be saved.
 int save_preamble(CXTranslationUnit tu) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string folder = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                       "/torch_cudajit_frontend.XXXXXX";
+  const char* env = std::getenv("TMPDIR");
+  const std::string tmp = env != nullptr && *env != '\0' ? env : "/tmp";
+  sweep_dead_preambles(tmp);
+  if (!room_for_preamble(tmp)) return -1;
+  std::string folder =
+      tmp + "/" + kPreambleFolderPrefix + std::to_string(getpid()) + ".XXXXXX";
   if (mkdtemp(folder.data()) == nullptr) return -1;
   const std::string file = folder + "/preamble.pch";
   int fd = -1;
   if (libclang().clang_saveTranslationUnit(tu, file.c_str(), 0) == 0)
-    fd = open(file.c_str(), O_RDONLY);
-  unlink(file.c_str());
+    fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  // Clang writes through a temporary file beside the PCH: remove whatever is there.
+  if (DIR* d = opendir(folder.c_str())) {
+    while (dirent* e = readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        unlink((folder + "/" + e->d_name).c_str());
+    closedir(d);
+  }
   rmdir(folder.c_str());
   return fd;
 }
 
-// The PCH of the `-include` arguments in `argv` under the other arguments, made on first use;
-// "" when it cannot be made (the caller then parses everything each time).
-std::string preamble_pch(CXIndex index, const std::vector<std::string>& argv) {
+// The PCH of the `-include` arguments in `argv` under the other arguments, made on first use
+// and again whenever a file it read changed; "" when it cannot be made (the caller then parses
+// everything each time). `files` receives what it read.
+std::string preamble_pch(CXIndex index, const std::vector<std::string>& argv, FileList& files) {
   Preambles& p = preambles();
   const std::string key = preamble_key(argv);
   std::lock_guard<std::mutex> lock(p.mutex);
-  auto it = p.fds.find(key);
-  if (it == p.fds.end()) {
-    int fd = -1;
+  auto it = p.by_args.find(key);
+  if (it != p.by_args.end() && it->second.fd >= 0 && !still_the_same(it->second.files)) {
+    close(it->second.fd);
+    p.by_args.erase(it);
+    it = p.by_args.end();
+  }
+  if (it == p.by_args.end()) {
+    Preamble made;
     CXTranslationUnit tu =
-        parse(index, "/torch_cudajit/preamble.cu", "", argv,
+        parse(index, std::string(kVirtualRoot) + "preamble.cu", "", argv,
               kParseIncomplete | kParseForSerialization | kParseSkipFunctionBodies);
     if (tu != nullptr) {
-      // Refused when the preamble has errors: then every source is parsed whole.
-      fd = save_preamble(tu);
+      made.files = inclusions(tu);
+      // Refused when the preamble has errors (every source is then parsed whole), or when a
+      // file changed while it was read.
+      if (settle_digests(made.files)) made.fd = save_preamble(tu);
       libclang().clang_disposeTranslationUnit(tu);
     }
-    it = p.fds.emplace(key, fd).first;
+    it = p.by_args.emplace(key, std::move(made)).first;
   }
-  return it->second < 0 ? "" : "/proc/self/fd/" + std::to_string(it->second);
+  if (it->second.fd < 0) return "";
+  files = it->second.files;
+  return "/proc/self/fd/" + std::to_string(it->second.fd);
 }
 
 // Drops a PCH that Clang refused to load; its arguments are parsed whole from now on.
 void forget_preamble(const std::vector<std::string>& argv) {
   Preambles& p = preambles();
   std::lock_guard<std::mutex> lock(p.mutex);
-  int& fd = p.fds[preamble_key(argv)];
-  if (fd >= 0) close(fd);
-  fd = -1;
+  Preamble& pre = p.by_args[preamble_key(argv)];
+  if (pre.fd >= 0) close(pre.fd);
+  pre.fd = -1;
+  pre.files.clear();
 }
+
+// --- includes that would stop the parse -------------------------------------------------------
+
+// Refuses a source whose #include lines (its own, its headers', the pre-included files') name a
+// path that exists but is no regular file: Clang would block opening a FIFO, and read a device
+// such as /dev/zero until memory runs out. Every folder the name could be found in is checked,
+// so nothing that the search order could reach slips through. Headers named through a macro
+// are not seen here.
+void refuse_special_includes(const std::string& source, const std::vector<std::string>& argv) {
+  std::vector<std::string> quote_dirs, dirs, pre_included;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "-iquote" && i + 1 < argv.size()) quote_dirs.push_back(argv[++i]);
+    else if (a == "-include" && i + 1 < argv.size()) pre_included.push_back(argv[++i]);
+    else if (a.size() > 2 && a.compare(0, 2, "-I") == 0) dirs.push_back(a.substr(2));
+  }
+  struct Pending {
+    Include inc;
+    std::string from_dir;  // the including file's folder ("" for the source itself)
+  };
+  std::vector<Pending> stack;
+  std::string inexact;
+  for (const auto& inc : scan_includes(source, inexact)) stack.push_back({inc, ""});
+  for (const auto& f : pre_included) stack.push_back({{f, true}, ""});
+  std::set<std::string> seen;
+  while (!stack.empty() && seen.size() < 10000) {
+    const Pending p = stack.back();
+    stack.pop_back();
+    std::vector<std::string> candidates;
+    if (!p.inc.name.empty() && p.inc.name[0] == '/') {
+      candidates.push_back(p.inc.name);
+    } else {
+      if (p.inc.quoted) {
+        if (!p.from_dir.empty()) candidates.push_back(p.from_dir + "/" + p.inc.name);
+        for (const auto& d : quote_dirs) candidates.push_back(d + "/" + p.inc.name);
+      }
+      for (const auto& d : dirs) candidates.push_back(d + "/" + p.inc.name);
+    }
+    for (const std::string& path : candidates) {
+      if (!seen.insert(path).second) continue;
+      struct stat st;
+      if (stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
+      TORCH_CHECK_VALUE(S_ISREG(st.st_mode), "torch_cudajit: `#include ",
+                        p.inc.quoted ? "\"" : "<", p.inc.name, p.inc.quoted ? "\"" : ">",
+                        "` can resolve to '", path, "', which is not a regular file (",
+                        S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
+                        : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket"
+                        : "not a plain file",
+                        "); headers must be plain files. Rename or remove it, or change the "
+                        "include folders.");
+      std::string text;
+      if (!read_file(path, text)) continue;
+      for (const auto& inc : scan_includes(text, inexact)) stack.push_back({inc, dirname_of(path)});
+    }
+  }
+}
+
+// Runs `fn` on a thread with a stack of `bytes` (reserved, not committed: only what the parse
+// touches is used) and waits for it; its exception, if any, is rethrown here.
+void run_with_stack(size_t bytes, const std::function<void()>& fn) {
+  struct Job {
+    const std::function<void()>* fn;
+    std::exception_ptr error;
+  } job{&fn, nullptr};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, bytes);
+  pthread_t thread;
+  const int err = pthread_create(
+      &thread, &attr,
+      [](void* p) -> void* {
+        auto* j = static_cast<Job*>(p);
+        try {
+          (*j->fn)();
+        } catch (...) {
+          j->error = std::current_exception();
+        }
+        return nullptr;
+      },
+      &job);
+  pthread_attr_destroy(&attr);
+  if (err != 0) {
+    fn();  // no thread to be had: parse here, as libclang would with its own small stack
+    return;
+  }
+  pthread_join(thread, nullptr);
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+// Deeply nested declarations (types thousands of templates deep) recurse in Clang's parser
+// about as deep; NVRTC compiles such types, so the front end must read them too.
+constexpr size_t kParseStack = size_t(256) << 20;
 
 }  // namespace
 }  // namespace detail
 
 std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::string& filename,
-                                        const std::vector<std::string>& args) {
+                                        const std::vector<std::string>& args,
+                                        FrontendReads* reads) {
   using namespace detail;
   const auto& c = libclang();
-  // An absolute name, so that the unsaved buffer cannot be confused with a file of the same
-  // name in the working directory.
-  const std::string main = "/torch_cudajit/source/" + filename;
+  // An absolute name under a folder of the front end's own, so that the unsaved buffer cannot
+  // be confused with a file of the same name; quoted includes are searched in the program's
+  // folder through -iquote (frontend_args), as NVRTC searches them.
+  const std::string main = std::string(kVirtualRoot) + "source/" + filename;
+  // The preprocessor must take NVRTC's paths through every header: -nostdinc, as NVRTC searches
+  // no system folder (a `__has_include(<wchar.h>)` answers as it does there), and Clang's and
+  // GCC's identity macros undefined, as NVRTC defines none of them (headers such as CCCL's pick
+  // their configuration, and what they include, by the compiler they detect).
   std::vector<std::string> argv = {"-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib",
-                                   "--cuda-gpu-arch=sm_80", "-fsyntax-only", "-w",
-                                   "-ferror-limit=0", "-include", kPreludePath};
+                                   "-nostdinc", "--cuda-gpu-arch=sm_80", "-fsyntax-only", "-w",
+                                   "-ferror-limit=0"};
+  for (const char* m : {"__clang__", "__clang_major__", "__clang_minor__", "__clang_patchlevel__",
+                        "__clang_version__", "__llvm__", "__GNUC__", "__GNUC_MINOR__",
+                        "__GNUC_PATCHLEVEL__", "__GNUG__", "__GXX_ABI_VERSION"})
+    argv.push_back(std::string("-U") + m);
+  argv.push_back("-D__EDG__=1");
+  argv.push_back("-include");
+  argv.push_back(kPreludePath);
   argv.insert(argv.end(), args.begin(), args.end());
+  refuse_special_includes(source, argv);
   // The same arguments with the pre-included headers replaced by their PCH.
   std::vector<std::string> with_pch;
   for (size_t i = 0; i < argv.size(); ++i) {
@@ -392,43 +653,55 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
   static const CXIndex index = c.clang_createIndex(/*excludeDeclarationsFromPCH=*/1, 0);
   static std::mutex parse_mutex;
   std::lock_guard<std::mutex> lock(parse_mutex);
-  CXTranslationUnit tu = nullptr;
-  std::string kept_key;  // set when the unit may be kept for the next source of this name
-  const std::string pch = preamble_pch(index, argv);
-  if (!pch.empty()) {
-    with_pch.push_back("-include-pch");
-    with_pch.push_back(pch);
-    kept_key = preamble_key(with_pch) + main;
-    tu = take_kept_unit(kept_key);
-    if (tu != nullptr && !reparse(tu, main, source)) {
-      c.clang_disposeTranslationUnit(tu);
-      tu = nullptr;
-    }
-    if (tu == nullptr) tu = parse(index, main, source, with_pch, kOptions);
-    if (tu != nullptr && preamble_rejected(tu)) {
-      c.clang_disposeTranslationUnit(tu);
-      tu = nullptr;
-      kept_key.clear();
-      forget_preamble(argv);
-    }
-  }
-  if (tu == nullptr) {
-    kept_key.clear();
-    tu = parse(index, main, source, argv, kOptions);
-  }
-  if (tu == nullptr) {
-    std::string line;
-    for (const auto& a : argv) line += " " + a;
-    TORCH_CHECK(false, "torch_cudajit: libclang (", c.path, ") could not parse '", filename,
-                "'; arguments:", line);
-  }
   Walk w{source, {}, false, {}};
-  t_main_file = c.clang_getFile(tu, main.c_str());
-  visit_children(c.clang_getTranslationUnitCursor(tu), w);
-  if (!kept_key.empty() && tu != nullptr)
-    keep_unit(std::move(kept_key), tu);
-  else
-    c.clang_disposeTranslationUnit(tu);
+  FileList preamble_files, files;
+  std::string missing;
+  run_with_stack(kParseStack, [&] {
+    CXTranslationUnit tu = nullptr;
+    std::string kept_key;  // set when the unit may be kept for the next source of this name
+    const std::string pch = preamble_pch(index, argv, preamble_files);
+    if (!pch.empty()) {
+      with_pch.push_back("-include-pch");
+      with_pch.push_back(pch);
+      kept_key = preamble_key(with_pch) + main;
+      tu = take_kept_unit(kept_key);
+      if (tu != nullptr && !reparse(tu, main, source)) {
+        c.clang_disposeTranslationUnit(tu);
+        tu = nullptr;
+      }
+      if (tu == nullptr) tu = parse(index, main, source, with_pch, kOptions);
+      if (tu != nullptr && preamble_rejected(tu)) {
+        c.clang_disposeTranslationUnit(tu);
+        tu = nullptr;
+        kept_key.clear();
+        forget_preamble(argv);
+      }
+    }
+    if (tu == nullptr) {
+      kept_key.clear();
+      preamble_files.clear();
+      tu = parse(index, main, source, argv, kOptions);
+    }
+    if (tu == nullptr) {
+      std::string line;
+      for (const auto& a : argv) line += " " + a;
+      TORCH_CHECK(false, "torch_cudajit: libclang (", c.path, ") could not parse '", filename,
+                  "'; arguments:", line);
+    }
+    t_main_file = c.clang_getFile(tu, main.c_str());
+    visit_children(c.clang_getTranslationUnitCursor(tu), w);
+    files = inclusions(tu);
+    missing = missing_header(tu);
+    if (!kept_key.empty())
+      keep_unit(std::move(kept_key), tu, files);
+    else
+      c.clang_disposeTranslationUnit(tu);
+  });
+  if (reads != nullptr) {
+    reads->files = std::move(preamble_files);
+    reads->files.insert(reads->files.end(), files.begin(), files.end());
+    reads->missing = std::move(missing);
+  }
   return std::move(w.out);
 }
 

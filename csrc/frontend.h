@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch_cudajit {
@@ -39,11 +40,27 @@ struct ParsedKernel {
   std::vector<ParsedParam> params;
 };
 
+/// What a parse read besides the source itself.
+struct FrontendReads {
+  /// Every file the preprocessor opened (headers, pre-included files, those of the precompiled
+  /// preamble), by absolute path, with the SHA-256 (hex) of the bytes Clang read ("" where this
+  /// libclang cannot show them).
+  std::vector<std::pair<std::string, std::string>> files;
+  /// The first header the preprocessor could not find ("" when it found them all).
+  std::string missing;
+};
+
 /// Parses the __global__ declarations of `source` with Clang. `args` are the preprocessor
-/// options NVRTC gets (-I, -D, -U, -include, -std=); the front end adds its own CUDA mode and
-/// prelude. Throws c10::Error when libclang cannot be loaded, saying how to install it.
+/// options NVRTC gets (frontend_args: -I, -iquote, -D, -U, -include, -std=); the front end adds
+/// its own CUDA mode and prelude. `reads`, when given, receives the files the parse read.
+/// Before parsing, headers named in #include lines that resolve to something other than a
+/// regular file (a FIFO, a device) are refused with c10::ValueError: Clang would hang on them or
+/// read without end. The parse runs on a thread with a large stack, so deeply nested
+/// declarations do not overflow it. Throws c10::Error when libclang cannot be loaded, saying how
+/// to install it.
 std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::string& filename,
-                                        const std::vector<std::string>& args);
+                                        const std::vector<std::string>& args,
+                                        FrontendReads* reads = nullptr);
 
 /// Uses this libclang shared library (the Python package passes the `libclang` wheel's copy).
 /// TORCH_CUDAJIT_LIBCLANG, when set, still comes first.
@@ -53,11 +70,15 @@ void set_libclang_path(const std::string& path);
 /// scripted kernel parses nothing).
 uint64_t frontend_parse_count();
 
-/// What a reflection depends on besides the source, its headers and the front end's arguments,
-/// computed without loading libclang: this library's build (its file's size and time: the
-/// front end and reflection code) and the libclang the loader would try first (a path's size
-/// and time, or the bare name the dynamic loader searches for). Part of reflection_key.
+/// This library's build (its file's size and time), which holds the front end and the
+/// reflection code; part of source_key (reading.h). Computed without loading libclang.
 std::string frontend_identity();
+
+/// The libclang the loader would open first, by path, size and time, computed without loading
+/// it; "" when it can only be named by a bare library name (or none is found). A reflection
+/// record keeps the identity it was read with: another libclang reads the source again, and a
+/// process with none to be found uses the record (reading.h).
+std::string libclang_identity();
 
 /// The loaded libclang's version string ("clang version 18.1.1 ..."); loads it if needed.
 std::string libclang_version();

@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -103,6 +104,11 @@ std::string cuda_include_dir() {
   return "";
 }
 
+std::string toolkit_include_dir() {
+  const std::vector<std::string> dirs = default_include_dirs();
+  return dirs.size() > 1 ? dirs.back() : "";
+}
+
 void set_package_include_dir(const std::string& dir) {
   std::lock_guard<std::mutex> lock(include_mutex());
   package_include_override() = dir;
@@ -126,8 +132,28 @@ std::vector<std::string> default_include_dirs() {
 
 
 std::vector<std::string> frontend_args(const std::vector<std::string>& options,
-                                       const std::string& std) {
-  std::vector<std::string> args = {"-std=" + (std.empty() ? std::string("c++17") : std)};
+                                       const std::string& std, int arch,
+                                       const std::string& filename) {
+  const UserOptions user = parse_user_options(options);
+  const std::string standard = !user.std.empty() ? user.std : std.empty() ? "c++17" : std;
+  std::vector<std::string> args = {"-std=" + standard};
+  // NVRTC looks for quoted includes in the program's folder first: the working directory, or
+  // the folder part of its name taken from there.
+  std::string folder = filename.find('/') == std::string::npos ? "" : dirname_of(filename);
+  if (folder.empty() || folder[0] != '/') {
+    char cwd[4096];
+    const std::string here = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
+    folder = folder.empty() ? here : here + "/" + folder;
+  }
+  args.push_back("-iquote");
+  args.push_back(folder);
+  // __CUDA_ARCH__ of the compile: declarations and includes under #if __CUDA_ARCH__ are read
+  // as NVRTC reads them. (Clang's own value comes from --cuda-gpu-arch, which knows fewer
+  // architectures than NVRTC.)
+  const std::string arch_value = std::to_string(arch * 10);
+  args.push_back("-U__CUDA_ARCH__");
+  args.push_back("-D__CUDA_ARCH__=" + arch_value);
+  args.push_back("-D__CUDA_ARCH_LIST__=" + arch_value);
   const std::vector<std::string> include_dirs = default_include_dirs();
   for (const auto& dir : include_dirs) args.push_back("-I" + dir);
   // The front end always reads everything cj/cj.cuh can give: its preamble is parsed once per
@@ -139,8 +165,8 @@ std::vector<std::string> frontend_args(const std::vector<std::string>& options,
   args.push_back("-D__CUDACC_VER_BUILD__=0");
   args.push_back("-include");
   args.push_back("cj/cj.cuh");
-  // The preprocessor options, in Clang's spelling; the others do not change declarations.
-  const UserOptions user = parse_user_options(options);
+  // The preprocessor options, in Clang's spelling and NVRTC's order; the others do not change
+  // declarations.
   for (const auto& dir : user.include_dirs) args.push_back("-I" + dir);
   args.insert(args.end(), user.macros.begin(), user.macros.end());
   for (const auto& file : user.pre_includes) {

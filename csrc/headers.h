@@ -14,10 +14,21 @@ std::vector<std::string> default_include_dirs();
 /// The CUDA header folder in use ("" when none was found): the one of NVRTC's CUDA version,
 /// with CCCL where one has it.
 std::string cuda_include_dir();
-/// The preprocessor options the front end reads a source with: what NVRTC gets from the plugin
-/// (include folders, macros, cj/cj.cuh before the source) and from the user's `options`.
+/// The architecture the front end reads a source for when none is named (compiles for another
+/// one read it again for theirs).
+constexpr int kDefaultFrontendArch = 90;
+
+/// The preprocessor options the front end reads a source with: exactly what NVRTC gets, from
+/// the plugin (include folders, macros, cj/cj.cuh before the source) and from the user's
+/// `options` (-I, -D, -U and pre-included files in order, the last -std), for a compile for
+/// `arch` (__CUDA_ARCH__) of a program named `filename` (its folder, taken from the working
+/// directory, is searched first for quoted includes, as NVRTC does).
 std::vector<std::string> frontend_args(const std::vector<std::string>& options,
-                                       const std::string& std);
+                                       const std::string& std, int arch = kDefaultFrontendArch,
+                                       const std::string& filename = "kernel.cu");
+/// The CUDA header folder whose files keys count by size and time (dependencies.h), the last of
+/// default_include_dirs; "" when the CUDA headers were not found.
+std::string toolkit_include_dir();
 /// Overrides the package include directory (the Python package sets its own location).
 void set_package_include_dir(const std::string& dir);
 

@@ -5,6 +5,7 @@
 // headers to build.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace torch_cudajit::detail {
@@ -42,6 +43,7 @@ using CXTranslationUnit = void*;
 using CXFile = void*;
 using CXClientData = void*;
 using CXCursorVisitor = int (*)(CXCursor, CXCursor, CXClientData);
+using CXInclusionVisitor = void (*)(CXFile, CXSourceLocation*, unsigned, CXClientData);
 
 // Enumerator values of clang-c/Index.h.
 constexpr int kCursorFunctionDecl = 8, kCursorParmDecl = 10,
@@ -85,7 +87,10 @@ constexpr int kDiagnosticFatal = 4;
   X(clang_getDiagnosticSeverity, int (*)(void*))                                                  \
   X(clang_getDiagnosticSpelling, CXString (*)(void*))                                             \
   X(clang_disposeDiagnostic, void (*)(void*))                                                     \
-  X(clang_getClangVersion, CXString (*)())
+  X(clang_getClangVersion, CXString (*)())                                                        \
+  X(clang_getInclusions, void (*)(CXTranslationUnit, CXInclusionVisitor, CXClientData))           \
+  X(clang_getFileName, CXString (*)(CXFile))                                                      \
+  X(clang_formatDiagnostic, CXString (*)(void*, unsigned))
 
 struct LibclangApi {
 #define CJ_DECLARE_CLANG(name, type) \
@@ -93,6 +98,9 @@ struct LibclangApi {
   name##_type name = nullptr;
   CJ_LIBCLANG_FUNCTIONS(CJ_DECLARE_CLANG)
 #undef CJ_DECLARE_CLANG
+  /// The bytes Clang read of a file (LLVM 16 and newer; nullptr in older libclang, where the
+  /// front end reads the file again instead).
+  const char* (*clang_getFileContents)(CXTranslationUnit, CXFile, size_t*) = nullptr;
   std::string path;
 };
 

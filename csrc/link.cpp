@@ -35,7 +35,7 @@ std::string link_log(nvJitLinkHandle h) {
     detail::nvjitlink().nvJitLinkGetErrorLog(h, &log[0]);
   }
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-  return log;
+  return detail::utf8_text(log);
 }
 
 // Compiles a linked .cu file to LTO-IR with the kernel's options.
@@ -60,7 +60,7 @@ std::string compile_cu_to_ltoir(const std::string& path, const std::vector<std::
   std::string log(log_size, '\0');
   if (log_size > 0) CJ_CHECK(nvrtcGetProgramLog, prog, &log[0]);
   if (r != NVRTC_SUCCESS)
-    throw CompileError(path, opts[0].substr(6), opts, log, number_lines(text),
+    throw CompileError(path, opts[0].substr(6), opts, detail::utf8_text(log), number_lines(text),
                        "The link file '" + path + "' did not compile.\n");
   size_t size = 0;
   CJ_CHECK(nvrtcGetLTOIRSize, prog, &size);

@@ -1,6 +1,8 @@
 // torch_cudajit: the user's NVRTC options by role (see options.h).
 #include "options.h"
 
+#include <c10/util/Exception.h>
+
 #include <optional>
 
 namespace torch_cudajit {
@@ -26,7 +28,11 @@ UserOptions parse_user_options(const std::vector<std::string>& extra) {
     else if (auto v = value_of("--undefine-macro")) out.macros.push_back("-U" + *v);
     else if (auto v = value_of("--pre-include")) out.pre_includes.push_back(*v);
     else if (auto v = value_of("-include")) out.pre_includes.push_back(*v);
-    else out.others.push_back(o);
+    else {
+      if (o.rfind("-std=", 0) == 0) out.std = o.substr(5);
+      else if (o.rfind("--std=", 0) == 0) out.std = o.substr(6);
+      out.others.push_back(o);
+    }
   }
   for (const std::string& o : out.others) {
     if (o.rfind("--maxrregcount=", 0) == 0) {
@@ -42,5 +48,37 @@ UserOptions parse_user_options(const std::vector<std::string>& extra) {
   }
   return out;
 }
+
+namespace detail {
+namespace {
+// A value for a message, with NUL bytes and line breaks made visible.
+std::string visible(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\0') out += "\\0";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else out += c;
+  }
+  return out.size() > 200 ? out.substr(0, 200) + "..." : out;
+}
+}  // namespace
+
+void check_options(const std::vector<std::string>& options) {
+  for (size_t i = 0; i < options.size(); ++i)
+    TORCH_CHECK_VALUE(options[i].find('\0') == std::string::npos, "torch_cudajit: options[", i,
+                      "] is '", visible(options[i]), "', which holds a NUL byte; the compiler "
+                      "would read the option only up to there. Pass each option as its own "
+                      "string, without NUL bytes.");
+}
+
+void check_program_name(const std::string& filename) {
+  TORCH_CHECK_VALUE(!filename.empty() && filename.find_first_of(std::string("\0\n\r", 3)) ==
+                                             std::string::npos,
+                    "torch_cudajit: filename is '", visible(filename), "'; it must be a non-empty "
+                    "file name without NUL bytes or line breaks (it is written into #line "
+                    "directives and compiler messages). Pass a name such as 'kernel.cu'.");
+}
+}  // namespace detail
 
 }  // namespace torch_cudajit

@@ -16,6 +16,9 @@ struct UserOptions {
   std::vector<std::string> macros;        ///< "-DNAME[=VALUE]" or "-UNAME", in order
   std::vector<std::string> pre_includes;  ///< --pre-include / -include files, in order
   std::vector<std::string> others;        ///< every other option, as given
+  /// The language standard of the last -std / --std option ("c++20"), "" when none is given:
+  /// NVRTC takes the last one, after the plugin's own.
+  std::string std;
   /// nvJitLink's spelling of the options that shape machine code (register limit, ptxas
   /// optimization level, fast math).
   std::vector<std::string> link_options;
@@ -23,5 +26,14 @@ struct UserOptions {
 
 /// Reads `extra` (options as NVRTC takes them) by role.
 UserOptions parse_user_options(const std::vector<std::string>& extra);
+
+namespace detail {
+/// Throws c10::ValueError naming the option when one holds a NUL byte (NVRTC and Clang would
+/// read it only up to there).
+void check_options(const std::vector<std::string>& options);
+/// Throws c10::ValueError when a program name holds a NUL byte or a line break (it is written
+/// into #line directives and messages), or is empty.
+void check_program_name(const std::string& filename);
+}  // namespace detail
 
 }  // namespace torch_cudajit

@@ -3,11 +3,10 @@
 
 #include "virtual_grid.h"
 
-#include "cache.h"
-#include "cache_key.h"
 #include "cuda_api.h"
 #include "headers.h"
 #include "options.h"
+#include "reading.h"
 #include "sha256.h"
 
 #include <algorithm>
@@ -19,69 +18,127 @@ namespace {
 
 std::atomic<uint64_t> g_compiles{0};
 
-// The reflection of a source through the disk cache: a source read before, under the same
-// front-end arguments, headers, libclang and build of this library, is not parsed again, in
-// this process or another. A process that finds its kernels compiled on disk then never loads
-// libclang.
-std::vector<KernelDecl> reflect_cached(const std::string& source, const std::string& filename,
-                                       const std::vector<std::string>& options, const std::string& std) {
-  const std::vector<std::string> args = frontend_args(options, std);
-  DiskCache& cache = DiskCache::instance();
-  const std::string key = cache.usable() ? reflection_key(filename, source, args, options) : "";
-  if (!key.empty()) {
-    if (std::optional<std::string> record = cache.load_reflection(key)) {
-      try {
-        return deserialize_kernels(*record);
-      } catch (const c10::Error&) {
-        // A record this build cannot read: parse again, and replace it below.
-      }
-    }
-  }
-  std::vector<KernelDecl> kernels = reflect_kernels(source, args, filename);
-  if (!key.empty()) cache.store_reflection(key, serialize_kernels(kernels));
-  return kernels;
-}
-
 }  // namespace
 
 uint64_t nvrtc_compile_count() { return g_compiles.load(); }
 
+namespace {
+// What of a reflection decides how arguments bind and what the generated code names: the
+// kernels, their template headers and their parameters.
+std::string binding_signature(const std::vector<KernelDecl>& kernels) {
+  std::string out;
+  for (const KernelDecl& k : kernels) {
+    out += k.name + '\0' + k.qualified_name + '\0' + k.template_params + '\0' +
+           (k.is_template ? "t" : "") + '\0';
+    for (const Param& p : k.params)
+      out += p.name + '\0' + p.type + '\0' + to_string(p.kind) + (p.is_const ? "c" : "") +
+             '\0' + p.element + '\0' + p.rank + '\0' + std::to_string(static_cast<int>(p.layout)) +
+             '\0' + p.rewritten_type + (p.tag ? "t" : "") + '\0';
+    out += '\n';
+  }
+  return out;
+}
+
+// What the front end's reading depends on besides the source, as a memo key.
+std::string dependency_memo_key(int arch, const std::string& std,
+                                const std::vector<std::string>& options) {
+  std::string key = std::to_string(arch) + '\0' + std + '\0';
+  for (const auto& o : options) key += o + '\0';
+  return key;
+}
+}  // namespace
+
 Program::Program(std::string source, std::string filename, const std::vector<std::string>& options,
-                 const std::string& std)
-    : source_(std::move(source)), filename_(std::move(filename)) {
+                 const std::string& std, int arch, bool use_cache)
+    : source_(std::move(source)), filename_(std::move(filename)), options_(options), std_(std),
+      use_cache_(use_cache) {
   const size_t nul = source_.find('\0');
   TORCH_CHECK_VALUE(nul == std::string::npos, "torch_cudajit: the source of '", filename_,
                     "' has a NUL byte at offset ", nul, " (line ",
                     std::count(source_.begin(), source_.begin() + static_cast<std::ptrdiff_t>(nul), '\n') + 1,
                     "); NVRTC would read it only up to there. Remove the NUL byte (a source read "
                     "in binary mode, or a C string buffer passed whole?).");
-  kernels_ = reflect_cached(source_, filename_, options, std);
+  detail::check_program_name(filename_);
+  detail::check_options(options_);
+  if (arch <= 0) arch = detail::current_context_arch();
+  if (arch <= 0) arch = kDefaultFrontendArch;
+  SourceReading reading = read_source(source_, filename_, options_, std_, arch, use_cache_);
+  kernels_ = std::move(reading.kernels);
+  deps_.emplace(dependency_memo_key(arch, std_, options_), std::move(reading.deps));
   rewritten_ = rewrite_layouts(source_, kernels_);
   source_needs_ = detail::implicit_needs(rewritten_);
   digest_ = source_digest(filename_, source_);
 }
 
 std::shared_ptr<const Program> Program::from_reflection(std::string source, std::string filename,
-                                                        const std::string& reflection) {
+                                                        const std::string& reflection,
+                                                        const std::vector<std::string>& options,
+                                                        const std::string& std, bool use_cache) {
   std::shared_ptr<Program> p(new Program());
   p->source_ = std::move(source);
   p->filename_ = std::move(filename);
+  p->options_ = options;
+  p->std_ = std;
+  p->use_cache_ = use_cache;
   p->digest_ = source_digest(p->filename_, p->source_);
   const size_t n = p->digest_.size();
   TORCH_CHECK_VALUE(reflection.compare(0, n, p->digest_) == 0, "torch_cudajit: the serialized "
                     "reflection given for '", p->filename_, "' was read from another source (its "
                     "digest is '", reflection.substr(0, n), "', the source's is '", p->digest_,
                     "'); pass the reflection that Program::reflection() gave for this source.");
-  p->kernels_ = deserialize_kernels(reflection.substr(n));
+  const std::string kernels = reflection.size() > 2 * n ? reflection.substr(2 * n) : "";
+  TORCH_CHECK_VALUE(reflection.size() > 2 * n && sha256_hex(kernels) == reflection.substr(n, n),
+                    "torch_cudajit: the serialized reflection given for '", p->filename_,
+                    "' is damaged (its checksum does not match its ", reflection.size(),
+                    " bytes); pickle or script the kernel again.");
+  p->kernels_ = deserialize_kernels(kernels);
   p->rewritten_ = rewrite_layouts(p->source_, p->kernels_);
   p->source_needs_ = detail::implicit_needs(p->rewritten_);
   return p;
 }
 
-std::string Program::source_digest(const std::string& filename, const std::string& source) {
-  Sha256 h;
-  h.field(filename).field(source);
-  return h.hex_digest();
+std::string Program::reflection() const {
+  const std::string kernels = serialize_kernels(kernels_);
+  return digest_ + sha256_hex(kernels) + kernels;
+}
+
+Dependencies Program::dependencies(const CompileOptions& options) const {
+  const int arch = options.arch;
+  const std::string memo_key = dependency_memo_key(arch, options.std, options.extra);
+  std::lock_guard<std::mutex> lock(deps_mutex_);
+  auto it = deps_.find(memo_key);
+  const std::string toolkit = toolkit_include_dir();
+  if (it != deps_.end() && it->second.exact() && files_unchanged(it->second.files, toolkit))
+    return it->second;
+  if (it != deps_.end() && !it->second.exact()) return it->second;
+  // Not read for this architecture yet, or a file changed since: read it again. The
+  // declarations must be those the kernel was bound with.
+  std::vector<KernelDecl> kernels;
+  Dependencies deps =
+      read_dependencies(source_, filename_, options.extra, options.std, arch, use_cache_, &kernels);
+  if (deps.exact() || !kernels.empty()) {
+    if (binding_signature(kernels_) != binding_signature(kernels)) {
+      std::string which;
+      for (const KernelDecl& k : kernels_) {
+        const KernelDecl* other = nullptr;
+        for (const KernelDecl& o : kernels)
+          if (o.name == k.name) other = &o;
+        if (other == nullptr || binding_signature({k}) != binding_signature({*other})) {
+          which = k.name;
+          break;
+        }
+      }
+      TORCH_CHECK_VALUE(false, "torch_cudajit: '", filename_, "' declares ",
+                        which.empty() ? "its kernels" : "kernel '" + which + "'",
+                        " differently when compiled for sm_", arch, " than when it was read for "
+                        "the kernel (its declarations, or the headers they use, changed: an "
+                        "`#if __CUDA_ARCH__` around parameters, or a header edited since). "
+                        "Declare the parameters the same for every architecture, or define the "
+                        "kernel again (cj.jit) after editing its headers.");
+    }
+  }
+  deps_[memo_key] = deps;
+  return deps;
 }
 
 namespace {
@@ -233,7 +290,7 @@ std::string program_log(nvrtcProgram prog) {
   std::string log(size, '\0');
   if (size > 0) CJ_CHECK(nvrtcGetProgramLog, prog, &log[0]);
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-  return log;
+  return detail::utf8_text(log);
 }
 
 // The PTX, and the CUBIN when the target is machine code (sm_XX).

@@ -4,6 +4,7 @@
 // the kernel.
 #pragma once
 
+#include "dependencies.h"
 #include "headers.h"
 #include "reflection.h"
 #include "specialization.h"
@@ -12,7 +13,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -98,12 +101,21 @@ constexpr int kElementwiseVectors = 4;
 class Program {
  public:
   /// Reflects `source` as NVRTC will see it with these user options (-D, -U, -I, -include and
-  /// --pre-include count) and language standard.
+  /// --pre-include count) and language standard, compiled for `arch` (0: the device of the
+  /// CUDA context current on this thread, else kDefaultFrontendArch). Compiles for other
+  /// architectures read the source again for theirs (dependencies). With `use_cache` false, no
+  /// disk record is read or written for it, the reflection included.
   explicit Program(std::string source, std::string filename = "kernel.cu",
-                   const std::vector<std::string>& options = {}, const std::string& std = "c++17");
-  /// A source whose reflection was read before (serialize_kernels): no front end runs.
+                   const std::vector<std::string>& options = {}, const std::string& std = "c++17",
+                   int arch = 0, bool use_cache = true);
+  /// A source whose reflection was read before (Program::reflection): no front end runs. The
+  /// options, standard and cache flag are those the reflection was read with; compiles through
+  /// the disk cache read which headers the source includes with them.
   static std::shared_ptr<const Program> from_reflection(std::string source, std::string filename,
-                                                        const std::string& reflection);
+                                                        const std::string& reflection,
+                                                        const std::vector<std::string>& options = {},
+                                                        const std::string& std = "c++17",
+                                                        bool use_cache = true);
 
   const std::string& source() const { return source_; }
   const std::string& filename() const { return filename_; }
@@ -111,8 +123,17 @@ class Program {
   const std::string& digest() const { return digest_; }
   const std::vector<KernelDecl>& kernels() const { return kernels_; }
   /// The kernels' reflection as bytes, for pickles and scripted modules: the source's digest,
-  /// then serialize_kernels.
-  std::string reflection() const { return digest_ + serialize_kernels(kernels_); }
+  /// the SHA-256 of the serialized kernels, then serialize_kernels. from_reflection checks both
+  /// digests, so no damaged byte can change a parameter.
+  std::string reflection() const;
+  /// The files this source reads when compiled with `options` (its architecture, standard and
+  /// user options), as the front end finds them there (read_dependencies). They are checked against the disk each time: a file that changed
+  /// since makes the source be read again. Throws c10::ValueError when the source declares its
+  /// kernels differently for `arch` than the reflection says (an `#if __CUDA_ARCH__` around
+  /// parameters, or a header that changed since the kernel was defined).
+  Dependencies dependencies(const CompileOptions& options) const;
+  /// Whether compiles may use the disk cache (the `use_cache` the Program was made with).
+  bool use_cache() const { return use_cache_; }
   /// The kernel with this name; throws c10::ValueError listing the kernels that exist.
   const KernelDecl& kernel(const std::string& name) const;
   /// The text and instantiations of a compile of these requests.
@@ -152,10 +173,15 @@ class Program {
   std::string kernel_region(const std::string& kernel_name) const;
 
   Program() = default;
-  /// SHA-256 (hex) over a file name and a source: what digest() holds.
-  static std::string source_digest(const std::string& filename, const std::string& source);
 
   std::string source_, filename_, rewritten_, digest_;
+  // What the front end read the source with.
+  std::vector<std::string> options_;
+  std::string std_ = "c++17";
+  bool use_cache_ = true;
+  // The files read under each set of front-end arguments the source was read or compiled with.
+  mutable std::mutex deps_mutex_;
+  mutable std::map<std::string, Dependencies> deps_;
   /// What the rewritten source needs of cj/cj.cuh's optional parts (read once: generate adds
   /// what each compile's instantiations need).
   detail::ImplicitNeeds source_needs_;
@@ -170,6 +196,10 @@ uint64_t nvrtc_compile_count();
 std::string number_lines(const std::string& source);
 
 namespace detail {
+/// A compiler log as UTF-8 text: valid UTF-8 sequences are kept, and every other byte is read as
+/// Latin-1 (a `#warning` in a source saved in Latin-1 is echoed byte for byte), so the log and
+/// the messages holding it always decode.
+std::string utf8_text(const std::string& bytes);
 /// For an NVRTC log that could not open a header of a CUDA header set (CCCL, or the CUDA headers
 /// themselves) missing on this machine, a line naming the package or path that provides it;
 /// empty otherwise. `cuda_include_dir` is the CUDA header folder in use ("" when none was found).

@@ -304,9 +304,9 @@ std::optional<KernelDecl> reflect_kernel(const std::string& source, const Parsed
 
 std::vector<KernelDecl> reflect_kernels(const std::string& source,
                                         const std::vector<std::string>& args,
-                                        const std::string& filename) {
+                                        const std::string& filename, FrontendReads* reads) {
   std::vector<KernelDecl> out;
-  for (const ParsedKernel& pk : parse_kernels(source, filename, args))
+  for (const ParsedKernel& pk : parse_kernels(source, filename, args, reads))
     if (auto k = reflect_kernel(source, pk)) out.push_back(std::move(*k));
   // Several declarations of one kernel must agree; keep the definition (or the first), with
   // the layout edits of all of them.

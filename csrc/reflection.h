@@ -109,12 +109,16 @@ std::string mask_source(const std::string& source);
 /// PTX) and preprocessor lines are kept.
 std::string mask_comments(const std::string& source);
 
-/// Finds all __global__ functions of a source, preprocessed with `args` (the -I, -D, -U,
-/// -include and -std= options NVRTC gets). Throws c10::ValueError when a kernel name is declared
-/// with two different parameter lists (overloaded kernels are not supported).
+struct FrontendReads;
+
+/// Finds all __global__ functions of a source, preprocessed with `args` (frontend_args: the
+/// options NVRTC gets). `reads`, when given, receives the files the front end read. Throws
+/// c10::ValueError when a kernel name is declared with two different parameter lists
+/// (overloaded kernels are not supported).
 std::vector<KernelDecl> reflect_kernels(const std::string& source,
                                         const std::vector<std::string>& args = {},
-                                        const std::string& filename = "kernel.cu");
+                                        const std::string& filename = "kernel.cu",
+                                        FrontendReads* reads = nullptr);
 
 /// Rewrites the source so that every cj::Array parameter without an explicit layout gains a
 /// deduced layout template parameter (CjL<i>): applies the kernels' edits.

@@ -10,6 +10,10 @@ namespace {
 
 constexpr const char* kReflectionFormat = "torch_cudajit reflection 1";
 constexpr const char* kReflectionWhat = "a kernel's serialized reflection";
+// The fewest bytes a serialized kernel and parameter take (each field at least "0:"), which
+// bound the counts a damaged reflection may claim.
+constexpr size_t kMinKernelBytes = 11 * 2;
+constexpr size_t kMinParamBytes = 12 * 2;
 
 }  // namespace
 
@@ -35,7 +39,7 @@ std::vector<KernelDecl> deserialize_kernels(const std::string& bytes) {
   TORCH_CHECK_VALUE(format == kReflectionFormat, "torch_cudajit: a kernel's serialized "
                     "reflection has the format '", format, "', expected '", kReflectionFormat,
                     "'; pickle or script the kernel again with this version.");
-  std::vector<KernelDecl> kernels(r.number());
+  std::vector<KernelDecl> kernels(r.count(kMinKernelBytes));
   for (auto& k : kernels) {
     k.name = r.text();
     k.qualified_name = r.text();
@@ -46,12 +50,12 @@ std::vector<KernelDecl> deserialize_kernels(const std::string& bytes) {
     k.decl_begin = r.number();
     k.template_close = r.number();
     k.line = r.number();
-    k.edits.resize(r.number());
+    k.edits.resize(r.count(4));
     for (auto& e : k.edits) {
       e.first = r.number();
       e.second = r.text();
     }
-    k.params.resize(r.number());
+    k.params.resize(r.count(kMinParamBytes));
     for (auto& p : k.params) {
       p.name = r.text();
       p.type = r.text();

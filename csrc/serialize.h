@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -27,22 +28,66 @@ class Writer {
 };
 
 /// Reads fields in order; `what` names the data in errors ("a kernel's serialized reflection").
+/// Every length and count is checked against the bytes that remain before anything is
+/// allocated, and every number is checked digit by digit, so damaged bytes give an error that
+/// says where, never a huge allocation or a foreign exception.
 class Reader {
  public:
   Reader(const std::string& in, const char* what) : in_(in), what_(what) {}
   std::string text() {
     const size_t colon = in_.find(':', pos_);
-    TORCH_CHECK_VALUE(colon != std::string::npos && colon > pos_ && colon - pos_ <= 20,
+    TORCH_CHECK_VALUE(colon != std::string::npos && colon > pos_ && colon - pos_ <= 19 &&
+                          digits(pos_, colon),
                       "torch_cudajit: ", what_, " is damaged at byte ", pos_,
-                      "; pickle or script the kernel again.");
+                      " (a field's length is missing); pickle or script the kernel again.");
     const size_t n = std::stoull(in_.substr(pos_, colon - pos_));
     TORCH_CHECK_VALUE(n <= in_.size() - colon - 1, "torch_cudajit: ", what_,
-                      " is truncated at byte ", pos_, "; pickle or script the kernel again.");
+                      " is truncated at byte ", pos_, " (a field of ", n, " bytes, ",
+                      in_.size() - colon - 1, " left); pickle or script the kernel again.");
     pos_ = colon + 1 + n;
     return in_.substr(colon + 1, n);
   }
-  size_t number() { return std::stoull(text()); }
-  bool flag() { return text() == "1"; }
+  /// A non-negative number written in decimal digits.
+  size_t number() {
+    const size_t at = pos_;
+    const std::string t = text();
+    // size_t's own range: at most 20 digits, not past 18446744073709551615 (npos is one value).
+    const bool fits = t.size() < 20 || (t.size() == 20 && t <= "18446744073709551615");
+    TORCH_CHECK_VALUE(!t.empty() && fits && digits(t), "torch_cudajit: ", what_,
+                      " is damaged at byte ", at, " (a number holds '", t.substr(0, 32),
+                      "'); pickle or script the kernel again.");
+    return std::stoull(t);
+  }
+  /// A signed number ("-1", "0", "42").
+  int64_t integer() {
+    const size_t at = pos_;
+    const std::string t = text();
+    const size_t sign = !t.empty() && t[0] == '-' ? 1 : 0;
+    TORCH_CHECK_VALUE(t.size() > sign && t.size() - sign <= 18 && digits(t.substr(sign)),
+                      "torch_cudajit: ", what_, " is damaged at byte ", at, " (an integer holds '",
+                      t.substr(0, 32), "'); pickle or script the kernel again.");
+    return std::stoll(t);
+  }
+  /// A count of items of at least `min_bytes` bytes each: at most what the remaining bytes can
+  /// hold.
+  size_t count(size_t min_bytes) {
+    const size_t at = pos_;
+    const size_t n = number();
+    const size_t left = in_.size() - pos_;
+    TORCH_CHECK_VALUE(n <= left / min_bytes, "torch_cudajit: ", what_, " is damaged at byte ", at,
+                      " (it counts ", n, " items, and ", left, " bytes remain); pickle or "
+                      "script the kernel again.");
+    return n;
+  }
+  /// "1" or "0".
+  bool flag() {
+    const size_t at = pos_;
+    const std::string t = text();
+    TORCH_CHECK_VALUE(t == "1" || t == "0", "torch_cudajit: ", what_, " is damaged at byte ", at,
+                      " (a flag holds '", t.substr(0, 32), "'); pickle or script the kernel "
+                      "again.");
+    return t == "1";
+  }
   /// An enumerator from 0 to `last`; `field` names it in the error.
   template <class E>
   E enumerator(E last, const char* field) {
@@ -55,6 +100,17 @@ class Reader {
   bool done() const { return pos_ == in_.size(); }
 
  private:
+  bool digits(size_t from, size_t to) const {
+    for (size_t i = from; i < to; ++i)
+      if (in_[i] < '0' || in_[i] > '9') return false;
+    return true;
+  }
+  static bool digits(const std::string& t) {
+    for (char c : t)
+      if (c < '0' || c > '9') return false;
+    return true;
+  }
+
   const std::string& in_;
   const char* what_;
   size_t pos_ = 0;

@@ -85,6 +85,8 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         raise TypeError(f"cache must be a bool, got {type(cache).__name__}")
     if not isinstance(source, str):
         raise TypeError(f"source must be a str of CUDA C++, got {type(source).__name__}")
+    if not isinstance(filename, str):
+        raise TypeError(f"filename must be a str, got {type(filename).__name__}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     opts = _nvrtc_options(options, include_dirs, defines, fastmath, max_registers, opt)
@@ -94,7 +96,7 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
                   cooperative=cooperative)
     # The source is read once; each of its kernels is one definition on it, which the Python
     # Kernel, its TorchScript object and its dispatcher share.
-    program = _C.Program(source, filename, opts, std)
+    program = _C.Program(source, filename, opts, std, cache=cache)
     names = program.kernel_names
     if name is None and not names:
         raise ValueError("source defines no __global__ function")

@@ -188,24 +188,46 @@ void bind_cache(py::module_& m) {
 void bind_programs(py::module_& m) {
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
       .def(py::init([](std::string source, std::string filename, std::vector<std::string> options,
-                       std::string std) {
+                       std::string std, int arch, bool cache) {
              // Reading the reflection may warn (an unusable cache folder, a damaged record):
              // those become Python warnings.
              torch::PyWarningHandler warnings;
              try {
-               return std::make_shared<Program>(std::move(source), std::move(filename), options, std);
+               return std::make_shared<Program>(std::move(source), std::move(filename), options, std,
+                                                arch, cache);
              } catch (...) {
                warnings.set_in_exception();
                throw;
              }
            }),
            py::arg("source"), py::arg("filename") = "kernel.cu",
-           py::arg("options") = std::vector<std::string>{}, py::arg("std") = "c++17")
+           py::arg("options") = std::vector<std::string>{}, py::arg("std") = "c++17",
+           py::arg("arch") = 0, py::arg("cache") = true)
       .def_static("from_reflection",
                   [](std::string source, std::string filename, const py::bytes& reflection) {
                     return std::const_pointer_cast<Program>(Program::from_reflection(
                         std::move(source), std::move(filename), std::string(reflection)));
                   })
+      .def("dependencies",
+           [](const Program& p, int arch, const std::string& std,
+              const std::vector<std::string>& options) {
+             torch::PyWarningHandler warnings;
+             try {
+               CompileOptions o;
+               o.arch = arch;
+               o.std = std;
+               o.extra = options;
+               const Dependencies d = p.dependencies(o);
+               py::list files;
+               for (const auto& f : d.files) files.append(py::make_tuple(f.path, f.digest));
+               return py::make_tuple(files, d.inexact);
+             } catch (...) {
+               warnings.set_in_exception();
+               throw;
+             }
+           },
+           py::arg("arch"), py::arg("std") = "c++17",
+           py::arg("options") = std::vector<std::string>{})
       .def_property_readonly("reflection",
                              [](const Program& p) { return py::bytes(p.reflection()); })
       .def_property_readonly("source", &Program::source)

@@ -321,11 +321,31 @@ TEST_F(CacheTest, SizeBoundEvictsLeastRecentlyUsed) {
   CacheInfo info = DiskCache::instance().info();
   EXPECT_EQ(info.entries, 1);
   EXPECT_LE(info.bytes, st.st_size + st.st_size / 2 + 4096);
-  EXPECT_EQ(entry_files(".cjr").size(), 1u) << "the source's reflection, outside the bound";
+  // The source's reflection record and manifest count against the bound as well: older than
+  // the entry that did not fit, they went with it.
+  EXPECT_TRUE(entry_files(".cjr").empty());
+  EXPECT_TRUE(entry_files(".cjm").empty());
+  compile_cached(Program(std::string(kScale) + "// another\n"), requests_for(TypeCode::kFloat),
+                 options_with({}), true);
+  EXPECT_FALSE(entry_files(".cjr").empty());
   CacheInfo cleared = DiskCache::instance().clear();
-  EXPECT_EQ(cleared.removed, 2);  // the entry and the reflection record
+  EXPECT_GE(cleared.removed, 3);  // entries, reflection records and manifests
   EXPECT_TRUE(entry_files().empty());
   EXPECT_TRUE(entry_files(".cjr").empty());
+  EXPECT_TRUE(entry_files(".cjm").empty());
+}
+
+// prune(0) leaves no record of any kind.
+TEST_F(CacheTest, PruneToZeroRemovesEveryRecord) {
+  compile_cached(Program(std::string(kScale) + "// prune\n"), requests_for(TypeCode::kFloat),
+                 options_with({}), true);
+  ASSERT_EQ(entry_files(".cjr").size(), 1u);
+  ASSERT_EQ(entry_files(".cjm").size(), 1u);
+  DiskCache::instance().prune(0);
+  EXPECT_TRUE(entry_files().empty());
+  EXPECT_TRUE(entry_files(".cjr").empty());
+  EXPECT_TRUE(entry_files(".cjm").empty());
+  EXPECT_EQ(DiskCache::instance().info().bytes, 0);
 }
 
 // A source read before is not parsed again: its reflection comes from the disk cache, under a

@@ -383,18 +383,22 @@ def test_cli(cache_dir):
 
     info = cli("cache", "info")
     assert f"directory: {cache_dir}" in info and "entries:   3" in info
-    newest = sorted(entries(cache_dir), key=lambda p: p.stat().st_mtime_ns)[1:]
+    # Compiled entries, reflection records and manifests all count against the bound.
+    records = sorted((p for p in cache_dir.iterdir() if p.suffix in (".cj", ".cjr", ".cjm")),
+                     key=lambda p: p.stat().st_mtime_ns)
+    assert {p.suffix for p in records} == {".cj", ".cjr", ".cjm"}
+    newest = records[1:]
     out = cli("cache", "prune", "--max-bytes", str(sum(p.stat().st_size for p in newest)))
-    # The oldest entry, the stale temporary file and the three unused lock files.
-    assert "removed 5 file(s); 2 entries" in out
-    assert sorted(entries(cache_dir)) == sorted(newest)
+    # The oldest record, the stale temporary file and the three unused lock files.
+    kept_entries = len([p for p in newest if p.suffix == ".cj"])
+    assert f"removed 5 file(s); {kept_entries} entries" in out
+    assert sorted(p for p in cache_dir.iterdir() if p.suffix in (".cj", ".cjr", ".cjm")) == sorted(newest)
     assert not stale.exists()
     assert not list(cache_dir.glob("*.lock"))
     assert (cache_dir / "notes.txt").exists()
-    reflections = len(list(cache_dir.glob("*.cjr")))  # the sources' reflections go too
     out = cli("cache", "clear")
-    assert f"removed {2 + reflections} file(s)" in out and entries(cache_dir) == []
-    assert not list(cache_dir.glob("*.cjr"))
+    assert f"removed {len(newest)} file(s)" in out and entries(cache_dir) == []
+    assert not list(cache_dir.glob("*.cjr")) and not list(cache_dir.glob("*.cjm"))
     assert (cache_dir / "notes.txt").exists()
     assert "entries:   0" in cli("cache", "info")
     r = run_python("import sys, runpy; sys.argv = ['torch_cudajit', 'cache', 'prune', "

@@ -1,0 +1,209 @@
+// torch_cudajit: a source as the front end reads it, through the disk cache (see reading.h).
+#include "reading.h"
+
+#include "cache.h"
+#include "file_io.h"
+#include "frontend.h"
+#include "headers.h"
+#include "sha256.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+namespace torch_cudajit {
+namespace {
+
+using detail::ByteReader;
+using detail::put_str;
+
+// Salts source keys; bump it when what a reflection or a manifest record holds changes meaning.
+constexpr uint32_t kSourceKeyVersion = 2;
+constexpr const char* kRecordTag = "torch_cudajit reflection record 1";
+
+// The folders whose contents can change what a source compiles to beyond the files it read:
+// where the program's own headers are looked for (its folder, the user's include folders).
+// A header that does not exist is not among the files read, yet `__has_include` of it turns
+// true once it is created there; a folder's modification time changes when that happens.
+std::vector<std::string> search_folders(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  bool user = false;  // the user's -I folders follow the pre-included cj/cj.cuh
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-iquote" && i + 1 < args.size()) out.push_back(args[++i]);
+    else if (args[i] == "-include" && i + 1 < args.size() && args[++i] == "cj/cj.cuh") user = true;
+    else if (user && args[i].compare(0, 2, "-I") == 0) out.push_back(args[i].substr(2));
+  }
+  return out;
+}
+
+// Whether a source or one of the user's headers it read asks if a header exists. The plugin's
+// and the toolkit's headers are pinned by their versions.
+bool probes_headers(const std::string& source, const Dependencies& deps,
+                    const std::string& toolkit) {
+  if (source.find("__has_include") != std::string::npos) return true;
+  const std::vector<std::string> dirs = default_include_dirs();
+  const std::string package = dirs.empty() ? "" : dirs.front() + "/";
+  for (const FileDigest& f : deps.files) {
+    if ((!toolkit.empty() && f.path.rfind(toolkit + "/", 0) == 0) ||
+        (!package.empty() && f.path.rfind(package, 0) == 0))
+      continue;
+    std::string text;
+    if (detail::read_file(f.path, text) && text.find("__has_include") != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+// One parse: the kernels, and the files it read.
+SourceReading parse(const std::string& source, const std::string& filename,
+                    const std::vector<std::string>& args, int arch, const std::string& toolkit) {
+  FrontendReads reads;
+  SourceReading out;
+  out.arch = arch;
+  out.kernels = reflect_kernels(source, args, filename, &reads);
+  out.deps = dependencies_of(reads.files, toolkit);
+  if (!reads.missing.empty())
+    out.deps.inexact = "the front end could not find a header (" + reads.missing + ")";
+  if (out.deps.exact() && probes_headers(source, out.deps, toolkit)) {
+    for (const std::string& dir : search_folders(args))
+      out.deps.files.push_back({dir, key_digest(dir, toolkit)});
+    std::sort(out.deps.files.begin(), out.deps.files.end(),
+              [](const FileDigest& a, const FileDigest& b) { return a.path < b.path; });
+    out.deps.files.erase(std::unique(out.deps.files.begin(), out.deps.files.end()),
+                         out.deps.files.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string source_digest(const std::string& filename, const std::string& source) {
+  Sha256 h;
+  h.field(filename).field(source);
+  return h.hex_digest();
+}
+
+std::string source_key(const std::string& source, const std::string& filename,
+                       const std::vector<std::string>& frontend_args) {
+  Sha256 h;
+  h.field("torch_cudajit source").field(std::to_string(kSourceKeyVersion));
+  h.field("front end").field(frontend_identity());
+  h.field("arguments").field(std::to_string(frontend_args.size()));
+  for (const auto& a : frontend_args) h.field(a);
+  h.field("source").field(filename).field(source);
+  return h.hex_digest();
+}
+
+std::string reflection_key(const std::string& source_key, const Dependencies& deps) {
+  Sha256 h;
+  h.field("torch_cudajit reflection").field(source_key);
+  deps.hash_into(h);
+  return h.hex_digest();
+}
+
+std::string encode_reflection_record(const std::string& key, const std::string& digest,
+                                     const std::vector<KernelDecl>& kernels) {
+  std::string out;
+  put_str(out, kRecordTag);
+  put_str(out, key);
+  put_str(out, digest);
+  put_str(out, libclang_identity());
+  const std::string serialized = serialize_kernels(kernels);
+  put_str(out, sha256_hex(serialized));
+  put_str(out, serialized);
+  return out;
+}
+
+std::vector<KernelDecl> decode_reflection_record(const std::string& key, const std::string& digest,
+                                                 const std::string& bytes,
+                                                 std::string* libclang) {
+  ByteReader r{bytes};
+  const std::string tag = r.str(), record_key = r.str(), record_digest = r.str();
+  const std::string record_libclang = r.str(), kernels_digest = r.str(), kernels = r.str();
+  if (libclang != nullptr) *libclang = record_libclang;
+  TORCH_CHECK_VALUE(r.ok && r.pos == bytes.size() && tag == kRecordTag,
+                    "torch_cudajit: the reflection record is damaged or of another format");
+  TORCH_CHECK_VALUE(record_key == key, "torch_cudajit: the reflection record was stored under "
+                    "the key ", record_key.substr(0, 16), "..., not ", key.substr(0, 16), "...");
+  TORCH_CHECK_VALUE(record_digest == digest, "torch_cudajit: the reflection record was read from "
+                    "another source (digest ", record_digest.substr(0, 16), "..., this source's is ",
+                    digest.substr(0, 16), "...)");
+  TORCH_CHECK_VALUE(sha256_hex(kernels) == kernels_digest, "torch_cudajit: the reflection "
+                    "record's kernels do not match their SHA-256");
+  return deserialize_kernels(kernels);
+}
+
+SourceReading read_source(const std::string& source, const std::string& filename,
+                          const std::vector<std::string>& options, const std::string& std,
+                          int arch, bool use_cache) {
+  const std::vector<std::string> args = frontend_args(options, std, arch, filename);
+  const std::string toolkit = toolkit_include_dir();
+  DiskCache& cache = DiskCache::instance();
+  if (!use_cache || !cache.usable()) return parse(source, filename, args, arch, toolkit);
+  const std::string skey = source_key(source, filename, args);
+  const std::string digest = source_digest(filename, source);
+  std::vector<std::vector<FileDigest>> entries;
+  if (std::optional<std::string> bytes = cache.load_manifest(skey)) {
+    if (auto decoded = decode_manifest(skey, *bytes))
+      entries = std::move(*decoded);
+    else
+      cache.warn_once("ignoring the manifest " + skey + ".cjm: it is damaged or belongs to "
+                      "another source. The source is read again and the manifest replaced.");
+  }
+  for (const std::vector<FileDigest>& files : entries) {
+    if (!files_unchanged(files, toolkit)) continue;
+    // Every file the source read holds the bytes it held then: the reflection of that reading
+    // is this source's.
+    SourceReading out;
+    out.arch = arch;
+    out.deps.files = files;
+    const std::string rkey = reflection_key(skey, out.deps);
+    if (std::optional<std::string> record = cache.load_reflection(rkey)) {
+      try {
+        std::string read_with;
+        out.kernels = decode_reflection_record(rkey, digest, *record, &read_with);
+        // Read by another libclang than the one this process would load: read again. With none
+        // to be found (a deployed process), the record is what there is.
+        const std::string libclang = libclang_identity();
+        if (libclang.empty() || libclang == read_with) return out;
+      } catch (const c10::Error& e) {
+        cache.reject_reflection(rkey, e.what_without_backtrace());
+      }
+    }
+    break;  // its record is gone (evicted) or refused: read the source again
+  }
+  SourceReading out = parse(source, filename, args, arch, toolkit);
+  if (!out.deps.exact()) {
+    cache.warn_once("'" + filename + "': " + out.deps.inexact + ", so the cache cannot tell "
+                    "every file the compiler reads; its kernels compile without the disk cache.");
+    return out;
+  }
+  const std::string rkey = reflection_key(skey, out.deps);
+  cache.store_reflection(rkey, encode_reflection_record(rkey, digest, out.kernels));
+  // Newest first, each list once, at most kManifestEntries of them.
+  entries.erase(std::remove(entries.begin(), entries.end(), out.deps.files), entries.end());
+  entries.insert(entries.begin(), out.deps.files);
+  if (entries.size() > kManifestEntries) entries.resize(kManifestEntries);
+  cache.store_manifest(skey, encode_manifest(skey, entries));
+  return out;
+}
+
+Dependencies read_dependencies(const std::string& source, const std::string& filename,
+                               const std::vector<std::string>& options, const std::string& std,
+                               int arch, bool use_cache, std::vector<KernelDecl>* kernels) {
+  try {
+    SourceReading r = read_source(source, filename, options, std, arch, use_cache);
+    if (kernels != nullptr) *kernels = std::move(r.kernels);
+    return std::move(r.deps);
+  } catch (const c10::ValueError&) {
+    throw;  // the source itself is refused
+  } catch (const c10::Error& e) {
+    // No front end to read the source with (no libclang in a deployed process, say): the keys
+    // cannot name the files it reads.
+    Dependencies deps;
+    deps.inexact = std::string("the front end cannot read it (") + e.what_without_backtrace() + ")";
+    return deps;
+  }
+}
+
+}  // namespace torch_cudajit

@@ -1,0 +1,68 @@
+// torch_cudajit: a source as the front end reads it, through the disk cache. One reader, the
+// Clang front end run with NVRTC's own arguments for one architecture, decides both what a
+// source declares (its reflection) and which files it depends on; the disk cache keeps both,
+// so that a later process that finds every file unchanged reads neither the source nor its
+// headers again, and never loads libclang.
+#pragma once
+
+#include "dependencies.h"
+#include "reflection.h"
+
+#include <string>
+#include <vector>
+
+namespace torch_cudajit {
+
+/// A source as the front end read it for one architecture.
+struct SourceReading {
+  int arch = 0;
+  std::vector<KernelDecl> kernels;
+  /// The files it read. Not exact when the disk cache cannot be trusted with this source (a
+  /// header the front end could not find, a file that changed while read, no libclang to read
+  /// a source that arrived with its reflection): its compiles then skip the disk cache.
+  Dependencies deps;
+};
+
+/// The disk cache key of a source before its headers are known: the source and its file name,
+/// the front end's arguments for `arch` (frontend_args) and frontend_identity (this library's
+/// build). Its manifest lists the dependency sets seen under it.
+std::string source_key(const std::string& source, const std::string& filename,
+                       const std::vector<std::string>& frontend_args);
+
+/// The disk cache key of a reflection record: the source key and the files read.
+std::string reflection_key(const std::string& source_key, const Dependencies& deps);
+
+/// Reads `source` (named `filename`, compiled with the user's `options` and `std`) for `arch`.
+/// With `use_cache` and a usable disk cache, a manifest entry whose files all still hold their
+/// digests gives the reflection record, and nothing is parsed; otherwise libclang parses the
+/// source and the records are stored. A record that is damaged or belongs to another source is
+/// refused with one warning and replaced. Without `use_cache` no record is read or written.
+SourceReading read_source(const std::string& source, const std::string& filename,
+                          const std::vector<std::string>& options, const std::string& std,
+                          int arch, bool use_cache);
+
+/// The dependencies of a source, as read_source finds them, for a source whose reflection is
+/// already known (a linked .cu file, a kernel loaded from a pickle or a scripted module). When
+/// they cannot be found (no libclang), they are inexact and say why.
+Dependencies read_dependencies(const std::string& source, const std::string& filename,
+                               const std::vector<std::string>& options, const std::string& std,
+                               int arch, bool use_cache, std::vector<KernelDecl>* kernels = nullptr);
+
+/// A reflection record's bytes: its key, the digest of the source it was read from, the
+/// libclang it was read with, and the serialized kernels with their own SHA-256 (exposed for
+/// tests).
+std::string encode_reflection_record(const std::string& key, const std::string& source_digest,
+                                     const std::vector<KernelDecl>& kernels);
+/// The kernels of a record; throws c10::ValueError saying what is wrong when the record is
+/// damaged or was stored for another key or source. `libclang`, when given, receives the
+/// libclang_identity the record was read with.
+std::vector<KernelDecl> decode_reflection_record(const std::string& key,
+                                                 const std::string& source_digest,
+                                                 const std::string& bytes,
+                                                 std::string* libclang = nullptr);
+
+/// SHA-256 (hex) over a file name and a source: what identifies a source in records and in a
+/// kernel's serialized reflection.
+std::string source_digest(const std::string& filename, const std::string& source);
+
+}  // namespace torch_cudajit
