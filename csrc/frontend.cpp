@@ -525,9 +525,16 @@ void forget_preamble(const std::vector<std::string>& argv) {
 // Refuses a source whose #include lines (its own, its headers', the pre-included files') name a
 // path that exists but is no regular file: Clang would block opening a FIFO, and read a device
 // such as /dev/zero until memory runs out. Every folder the name could be found in is checked,
-// so nothing that the search order could reach slips through. Headers named through a macro
-// are not seen here.
+// so nothing that the search order could reach slips through. The headers of the plugin and of
+// CUDA are installed files and are not read; headers named through a macro are not seen here.
 void refuse_special_includes(const std::string& source, const std::vector<std::string>& argv) {
+  const std::vector<std::string> installed = default_include_dirs();
+  auto is_installed = [&](const std::string& path) {
+    for (const std::string& d : installed)
+      if (path.size() > d.size() && path.compare(0, d.size(), d) == 0 && path[d.size()] == '/')
+        return true;
+    return false;
+  };
   std::vector<std::string> quote_dirs, dirs, pre_included;
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
@@ -570,7 +577,7 @@ void refuse_special_includes(const std::string& source, const std::vector<std::s
                         "); headers must be plain files. Rename or remove it, or change the "
                         "include folders.");
       std::string text;
-      if (!read_file(path, text)) continue;
+      if (is_installed(path) || !read_file(path, text)) continue;
       for (const auto& inc : scan_includes(text, inexact)) stack.push_back({inc, dirname_of(path)});
     }
   }
