@@ -120,30 +120,6 @@ CompileError::CompileError(std::string kernel_name, std::string arch,
       numbered_source_(std::move(numbered_source)) {}
 
 
-std::string detail::utf8_text(const std::string& bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  for (size_t i = 0; i < bytes.size();) {
-    const auto b = static_cast<unsigned char>(bytes[i]);
-    size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    bool valid = n > 0 && i + n <= bytes.size();
-    for (size_t j = 1; valid && j < n; ++j)
-      valid = (static_cast<unsigned char>(bytes[i + j]) >> 6) == 2;
-    // Overlong two-byte forms (0xC0, 0xC1) and code points past U+10FFFF are not UTF-8.
-    if (valid && n == 2) valid = b >= 0xC2;
-    if (valid && n == 4) valid = b <= 0xF4;
-    if (valid) {
-      out.append(bytes, i, n);
-      i += n;
-    } else {
-      out += static_cast<char>(0xC0 | (b >> 6));
-      out += static_cast<char>(0x80 | (b & 0x3F));
-      ++i;
-    }
-  }
-  return out;
-}
-
 std::string number_lines(const std::string& source) {
   std::ostringstream os;
   std::istringstream is(source);

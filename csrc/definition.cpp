@@ -135,8 +135,8 @@ KernelDefinition::State KernelDefinition::decode(const std::string& bytes) {
   detail::Reader r(bytes, kStateWhat);
   const std::string format = r.text();
   TORCH_CHECK_VALUE(format == kStateFormat, "torch_cudajit: ", kStateWhat, " has the format '",
-                    format, "', expected '", kStateFormat, "'; it is damaged or from a newer "
-                    "torch_cudajit.");
+                    detail::utf8_text(format.substr(0, 64)), "', expected '", kStateFormat,
+                    "'; it is damaged or from a newer torch_cudajit.");
   State s;
   std::get<0>(s) = r.text();
   std::get<1>(s) = r.text();
@@ -157,6 +157,19 @@ KernelDefinition::State KernelDefinition::decode(const std::string& bytes) {
   std::get<11>(s) = r.text();
   TORCH_CHECK_VALUE(r.done(), "torch_cudajit: ", kStateWhat, " has trailing bytes; it is "
                     "damaged.");
+  // Every text field was written from text (Python strings): bytes that are not UTF-8 are
+  // damage, and must not reach messages or names.
+  auto check_text = [](const std::string& t, const char* field) {
+    TORCH_CHECK_VALUE(detail::utf8_text(t) == t, "torch_cudajit: ", kStateWhat, " has a ", field,
+                      " that is not UTF-8 text; it is damaged.");
+  };
+  check_text(std::get<0>(s), "source");
+  check_text(std::get<1>(s), "kernel name");
+  for (const auto& o : std::get<2>(s)) check_text(o, "compile option");
+  check_text(std::get<3>(s), "language standard");
+  check_text(std::get<6>(s), "template argument list");
+  for (const auto& f : std::get<8>(s)) check_text(f, "link file name");
+  check_text(std::get<9>(s), "file name");
   return s;
 }
 

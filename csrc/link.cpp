@@ -3,6 +3,8 @@
 // options that shape machine code.
 #include "program.h"
 
+#include "serialize.h"
+
 #include "cuda_api.h"
 #include "file_io.h"
 #include "options.h"

@@ -60,7 +60,10 @@ std::string visible(const std::string& s) {
     else if (c == '\r') out += "\\r";
     else out += c;
   }
-  return out.size() > 200 ? out.substr(0, 200) + "..." : out;
+  if (out.size() <= 200) return out;
+  size_t cut = 200;  // not inside a UTF-8 sequence: the message must stay text
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+  return out.substr(0, cut) + "...";
 }
 }  // namespace
 

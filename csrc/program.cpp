@@ -1,6 +1,8 @@
 // torch_cudajit: NVRTC compilation of reflected programs (see program.h).
 #include "program.h"
 
+#include "serialize.h"
+
 #include "virtual_grid.h"
 
 #include "cuda_api.h"
@@ -84,7 +86,8 @@ std::shared_ptr<const Program> Program::from_reflection(std::string source, std:
   const size_t n = p->digest_.size();
   TORCH_CHECK_VALUE(reflection.compare(0, n, p->digest_) == 0, "torch_cudajit: the serialized "
                     "reflection given for '", p->filename_, "' was read from another source (its "
-                    "digest is '", reflection.substr(0, n), "', the source's is '", p->digest_,
+                    "digest is '", detail::utf8_text(reflection.substr(0, n)),
+                    "', the source's is '", p->digest_,
                     "'); pass the reflection that Program::reflection() gave for this source.");
   const std::string kernels = reflection.size() > 2 * n ? reflection.substr(2 * n) : "";
   TORCH_CHECK_VALUE(reflection.size() > 2 * n && sha256_hex(kernels) == reflection.substr(n, n),

@@ -196,10 +196,6 @@ uint64_t nvrtc_compile_count();
 std::string number_lines(const std::string& source);
 
 namespace detail {
-/// A compiler log as UTF-8 text: valid UTF-8 sequences are kept, and every other byte is read as
-/// Latin-1 (a `#warning` in a source saved in Latin-1 is echoed byte for byte), so the log and
-/// the messages holding it always decode.
-std::string utf8_text(const std::string& bytes);
 /// For an NVRTC log that could not open a header of a CUDA header set (CCCL, or the CUDA headers
 /// themselves) missing on this machine, a line naming the package or path that provides it;
 /// empty otherwise. `cuda_include_dir` is the CUDA header folder in use ("" when none was found).

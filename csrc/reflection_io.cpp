@@ -37,7 +37,8 @@ std::vector<KernelDecl> deserialize_kernels(const std::string& bytes) {
   detail::Reader r(bytes, kReflectionWhat);
   const std::string format = r.text();
   TORCH_CHECK_VALUE(format == kReflectionFormat, "torch_cudajit: a kernel's serialized "
-                    "reflection has the format '", format, "', expected '", kReflectionFormat,
+                    "reflection has the format '", detail::utf8_text(format.substr(0, 64)),
+                    "', expected '", kReflectionFormat,
                     "'; pickle or script the kernel again with this version.");
   std::vector<KernelDecl> kernels(r.count(kMinKernelBytes));
   for (auto& k : kernels) {

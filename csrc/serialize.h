@@ -12,6 +12,33 @@
 
 namespace torch_cudajit::detail {
 
+/// Bytes as UTF-8 text: valid UTF-8 sequences are kept, and every other byte is read as Latin-1
+/// (NVRTC echoes a Latin-1 header's `#warning` byte for byte), so that compiler logs, and
+/// messages that quote bytes read from outside, always decode.
+inline std::string utf8_text(const std::string& bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size();) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    bool valid = n > 0 && i + n <= bytes.size();
+    for (size_t j = 1; valid && j < n; ++j)
+      valid = (static_cast<unsigned char>(bytes[i + j]) >> 6) == 2;
+    // Overlong two-byte forms (0xC0, 0xC1) and code points past U+10FFFF are not UTF-8.
+    if (valid && n == 2) valid = b >= 0xC2;
+    if (valid && n == 4) valid = b <= 0xF4;
+    if (valid) {
+      out.append(bytes, i, n);
+      i += n;
+    } else {
+      out += static_cast<char>(0xC0 | (b >> 6));
+      out += static_cast<char>(0x80 | (b & 0x3F));
+      ++i;
+    }
+  }
+  return out;
+}
+
 /// Appends fields.
 class Writer {
  public:
@@ -54,7 +81,7 @@ class Reader {
     // size_t's own range: at most 20 digits, not past 18446744073709551615 (npos is one value).
     const bool fits = t.size() < 20 || (t.size() == 20 && t <= "18446744073709551615");
     TORCH_CHECK_VALUE(!t.empty() && fits && digits(t), "torch_cudajit: ", what_,
-                      " is damaged at byte ", at, " (a number holds '", t.substr(0, 32),
+                      " is damaged at byte ", at, " (a number holds '", utf8_text(t.substr(0, 32)),
                       "'); pickle or script the kernel again.");
     return std::stoull(t);
   }
@@ -65,7 +92,7 @@ class Reader {
     const size_t sign = !t.empty() && t[0] == '-' ? 1 : 0;
     TORCH_CHECK_VALUE(t.size() > sign && t.size() - sign <= 18 && digits(t.substr(sign)),
                       "torch_cudajit: ", what_, " is damaged at byte ", at, " (an integer holds '",
-                      t.substr(0, 32), "'); pickle or script the kernel again.");
+                      utf8_text(t.substr(0, 32)), "'); pickle or script the kernel again.");
     return std::stoll(t);
   }
   /// A count of items of at least `min_bytes` bytes each: at most what the remaining bytes can
@@ -84,7 +111,7 @@ class Reader {
     const size_t at = pos_;
     const std::string t = text();
     TORCH_CHECK_VALUE(t == "1" || t == "0", "torch_cudajit: ", what_, " is damaged at byte ", at,
-                      " (a flag holds '", t.substr(0, 32), "'); pickle or script the kernel "
+                      " (a flag holds '", utf8_text(t.substr(0, 32)), "'); pickle or script the kernel "
                       "again.");
     return t == "1";
   }

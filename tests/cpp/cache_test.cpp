@@ -287,7 +287,8 @@ TEST_F(CacheTest, ReferenceToAMissingBatchIsAMiss) {
   const auto reqs = three_dtypes();
   const std::vector<CompiledInstance> batch = compile_cached(program, reqs, options_with({}), true);
   const GeneratedSource generated = program.generate(reqs);
-  const std::string batch_key = compile_key(program, generated, options_with({}));
+  const std::string batch_key =
+      compile_key(program, generated, options_with({}), program.dependencies(options_with({})));
   ASSERT_EQ(unlink((dir_ + "/" + batch_key + ".cj").c_str()), 0) << "evicted";
   const CompiledInstance again = compile_cached(program, {reqs[2]}, options_with({}), true).at(0);
   EXPECT_EQ(again.outcome, CacheOutcome::kMiss);

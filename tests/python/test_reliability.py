@@ -429,3 +429,232 @@ def test_complex_scalar_for_a_real_parameter_is_a_type_error():
 def test_nul_byte_in_source_is_a_value_error():
     with pytest.raises(ValueError, match=r"NUL byte at offset 6"):
         cj.jit("__glob\0al__ void k() {}")
+
+
+# -- one reader of the program ---------------------------------------------------------------
+# The front end (libclang) reads each source with NVRTC's own arguments; the files it opened
+# decide the keys, and nothing it is given kills or hangs the process.
+
+def _child(code, tmp_path, env=None, check=True, preexec=None):
+    """Runs `code` in a fresh Python with its own cache folder; returns the CompletedProcess."""
+    full_env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                    TORCH_CUDAJIT_CACHE_DIR=str(tmp_path / "child-cache"))
+    full_env.update(env or {})
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
+                       capture_output=True, text=True, timeout=300, preexec_fn=preexec)
+    if check:
+        assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def test_quoted_include_is_found_in_the_working_directory(tmp_path, monkeypatch):
+    """NVRTC looks for quoted includes in the program's folder, the working directory for
+    "kernel.cu": so does the front end, which then sees a kernel a macro there makes."""
+    (tmp_path / "make.h").write_text("#define MAKE(n) __global__ void n(float* o) { o[0] = 1; }\n")
+    monkeypatch.chdir(tmp_path)
+    k = cj.jit('#include "make.h"\nMAKE(made)\n')
+    assert k.name == "made"
+    assert ".entry" in k.compile(meta(4), arch="sm_90").ptx
+
+
+def test_quoted_include_is_found_in_the_program_names_folder(cache_dir, tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "v.h").write_text("#define V 3.0f\n")
+    monkeypatch.chdir(tmp_path)
+    src = '#include "v.h"\n' + VALUE_KERNEL
+    _, ptx1 = compile_value_kernel(src, filename="sub/kernel.cu")
+    (tmp_path / "sub" / "v.h").write_text("#define V 5.0f\n")
+    k2, ptx2 = compile_value_kernel(src, filename="sub/kernel.cu")
+    assert (k2.cache_hits, k2.cache_misses) == (0, 1) and ptx2 != ptx1
+
+
+def test_standard_option_reaches_the_front_end():
+    src = ("#if __cplusplus > 201703L\n__global__ void cxx20(float* o) {}\n#endif\n"
+           "__global__ void k(float* o) {}\n")
+    assert sorted(cj.jit(src, options=["-std=c++20"]).names) == ["cxx20", "k"]
+    assert cj.jit(src).name == "k"
+
+
+def test_declarations_that_differ_by_architecture_are_reported(cache_dir):
+    src = ("__global__ void k(\n#if __CUDA_ARCH__ >= 900\nfloat* o\n#else\nint* o\n#endif\n) {}\n")
+    k = cj.jit(src)
+    arch = cj._C.device_compute_capability(0) if torch.cuda.is_available() else 90
+    other = "sm_80" if arch >= 90 else "sm_90"
+    with pytest.raises(ValueError, match=f"declares kernel 'k' differently when compiled for "
+                                         f"{other}"):
+        k.compile(meta(4, torch.float32 if arch >= 90 else torch.int32), arch=other)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_special_file_as_a_header_is_refused(tmp_path, kind):
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "fifo.h")
+        src, match = f'#include "{tmp_path}/fifo.h"\n' + VALUE_KERNEL, r"\(a FIFO\)"
+    else:
+        src, match = '#include "/dev/zero"\n' + VALUE_KERNEL, r"'/dev/zero', which is not a regular file \(a character device\)"
+    with pytest.raises(ValueError, match=match):
+        cj.jit(src)
+
+
+def test_deeply_nested_parameter_type_is_read():
+    depth = 3000
+    src = ("template <class T> struct W {};\n__global__ void k(" + "W<" * depth + "float" +
+           ">" * depth + " w, float* o) {}\n")
+    assert [p.name for p in cj.jit(src, cache=False).params] == ["w", "o"]
+
+
+def test_full_temporary_folder_does_not_abort_the_first_parse(tmp_path):
+    """A file size limit of 4 KiB (ulimit -f 4) leaves no room for the front end's precompiled
+    preamble: it parses without one, and leaves nothing behind in $TMPDIR."""
+    import resource
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = _child(f"""
+        import torch, torch_cudajit as cj
+        k = cj.jit({VALUE_KERNEL!r}, defines={{"V": "1.0f"}})
+        print(k.compile(torch.empty(4, device="meta"), arch="sm_90").lowered_name)
+        """, tmp_path, env={"TMPDIR": str(tmp)},
+        preexec=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)))
+    assert "_Z1kPf" in r.stdout
+    assert list(tmp.iterdir()) == []
+
+
+def test_preamble_folder_of_a_killed_process_is_removed(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = tmp / f"torch_cudajit_frontend.{dead.pid}.AbCdEf"
+    left.mkdir()
+    (left / "preamble.pch-1a2b3c4d").write_bytes(b"partial")
+    _child(f"""
+        import torch_cudajit as cj
+        cj.jit({VALUE_KERNEL!r}, defines={{"V": "2.0f"}}, cache=False)
+        """, tmp_path, env={"TMPDIR": str(tmp)})
+    assert list(tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("text", "it is a file that cannot be loaded: "),
+    ("folder", "it is not a regular file"),
+    ("missing", "no such file"),
+])
+def test_unusable_explicit_libclang_is_an_error(tmp_path, value, reason):
+    target = {"text": tmp_path / "libclang.so", "folder": tmp_path, "missing": tmp_path / "none.so"}[value]
+    if value == "text":
+        target.write_text("not a library\n")
+        reason = "which cannot be loaded: "
+    r = _child(f"""
+        import torch_cudajit as cj
+        cj.jit("__global__ void k(float* o) {{}}\\n// {value}\\n")
+        """, tmp_path, env={"TORCH_CUDAJIT_LIBCLANG": str(target)}, check=False)
+    assert r.returncode != 0
+    assert f"TORCH_CUDAJIT_LIBCLANG is '{target}', which cannot be loaded" in r.stderr, r.stderr
+    assert reason in r.stderr
+
+
+def test_warm_process_runs_without_libclang(tmp_path):
+    """A process whose reflection records and compiled kernels are all on disk needs no
+    libclang: here the `libclang` package is hidden from it."""
+    code = f"""
+        import json, torch, torch_cudajit as cj
+        k = cj.jit({SCALE!r})
+        x = torch.empty(8, device="meta")
+        c = k.compile(x, x, 2.0, arch="sm_90")
+        print(json.dumps([cj._C.frontend_parse_count(), k.cache_hits, k.cache_misses]))
+        """
+    first = _child(code, tmp_path)
+    assert first.stdout.strip().endswith("[1, 0, 1]")
+    hidden = tmp_path / "hidden"
+    (hidden / "clang").mkdir(parents=True)
+    (hidden / "clang" / "__init__.py").write_text("")  # a package without the library
+    second = _child(code, tmp_path, env={"PYTHONPATH": f"{hidden}{os.pathsep}{REPO}"})
+    assert second.stdout.strip().endswith("[0, 1, 0]"), second.stdout + second.stderr
+
+
+@pytest.mark.parametrize("options, message", [
+    (["-DA=1\x00-DB=2"], r"options\[0\] is '-DA=1\\0-DB=2', which holds a NUL byte"),
+    (["-DOK", "--use_fast_math\x00"], r"options\[1\] is '--use_fast_math\\0'"),
+])
+def test_option_with_a_nul_byte_is_a_value_error(options, message):
+    with pytest.raises(ValueError, match=message):
+        cj.jit(VALUE_KERNEL, options=options)
+
+
+@pytest.mark.parametrize("filename, message", [
+    ("ker\x00nel.cu", r"filename is 'ker\\0nel.cu'"),
+    ("ker\nnel.cu", r"filename is 'ker\\nnel.cu'"),
+    ("", r"filename is ''"),
+])
+def test_bad_filename_is_a_value_error(filename, message):
+    with pytest.raises(ValueError, match=message):
+        cj.jit(VALUE_KERNEL.replace("V", "1.0f"), filename=filename)
+
+
+def test_filename_of_another_type_is_a_type_error():
+    with pytest.raises(TypeError, match="filename must be a str, got int"):
+        cj.jit(VALUE_KERNEL, filename=3)
+
+
+@pytest.mark.parametrize("directive", ["#warning", "#error"])
+def test_latin1_text_in_the_compiler_log_decodes(tmp_path, directive):
+    """NVRTC echoes a Latin-1 header's bytes in its log; the log reaches Python as text."""
+    (tmp_path / "latin1.h").write_bytes(f"{directive} caf\xe9 au lait\n".encode("latin-1"))
+    k = cj.jit('#include "latin1.h"\n' + VALUE_KERNEL.replace("V", "1.0f"),
+               include_dirs=[str(tmp_path)], cache=False)
+    if directive == "#warning":
+        c = k.compile(meta(4), arch="sm_90")
+        assert "café au lait" in c.log
+    else:
+        with pytest.raises(cj.CompileError) as e:
+            k.compile(meta(4), arch="sm_90")
+        assert "café au lait" in e.value.log and "café au lait" in str(e.value)
+
+
+def test_cache_folder_that_is_a_file_says_so(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    before = cj.cache.settings()
+    cj.cache.configure(dir=tmp_path / "file", enabled=True)
+    try:
+        with pytest.warns(UserWarning, match=r"cannot create the cache folder '.*file' \(Not a directory\)"):
+            compile_value_kernel(VALUE_KERNEL, defines={"V": "7.0f"})
+    finally:
+        cj.cache.configure(dir=before["dir"], enabled=before["enabled"], max_bytes=before["max_bytes"])
+
+
+def test_cache_false_reads_and_writes_no_record(cache_dir):
+    src = "#define V 9.0f\n" + VALUE_KERNEL
+    k, _ = compile_value_kernel(src, cache=False)
+    assert (k.cache_hits, k.cache_misses) == (0, 0)
+    assert not cache_dir.exists() or list(cache_dir.iterdir()) == []
+    compile_value_kernel(src)
+    assert {p.suffix for p in cache_dir.iterdir() if not p.name.endswith(".lock")} == {".cj", ".cjr", ".cjm"}
+
+
+def test_reflection_records_count_against_the_bound_and_prune(cache_dir):
+    compile_value_kernel("#define V 8.0f\n" + VALUE_KERNEL)
+    assert list(cache_dir.glob("*.cjr")) and list(cache_dir.glob("*.cjm"))
+    total = sum(p.stat().st_size for p in cache_dir.iterdir() if p.suffix in (".cj", ".cjr", ".cjm"))
+    assert cj.cache.info()["bytes"] == total
+    cj.cache.prune(0)
+    assert not [p for p in cache_dir.iterdir() if p.suffix in (".cj", ".cjr", ".cjm")]
+
+
+def test_foreign_reflection_record_is_refused_with_a_warning(tmp_path):
+    """Another source's valid record copied over this source's is not read as this one's."""
+    a = "__global__ void k(const float* x, float* y) {}\n"
+    b = "__global__ void k(float* x, const float* y) {}\n"
+    before = cj.cache.settings()
+    try:
+        cj.cache.configure(dir=tmp_path / "a", enabled=True)
+        cj.jit(a)
+        (record_a,) = (tmp_path / "a").glob("*.cjr")
+        cj.cache.configure(dir=tmp_path / "b", enabled=True)
+        cj.jit(b)
+        (record_b,) = (tmp_path / "b").glob("*.cjr")
+        record_b.write_bytes(record_a.read_bytes())
+        with pytest.warns(UserWarning, match="the reflection record was stored under the key"):
+            k = cj.jit(b)
+        assert [p.role for p in k.params] == ["output", "input"]
+    finally:
+        cj.cache.configure(dir=before["dir"], enabled=before["enabled"], max_bytes=before["max_bytes"])
