@@ -11,6 +11,8 @@
 #          launch and reliability tests
 #   bandwidth  benchmarks/bandwidth.py --quick with its plot, then benchmarks/virtual_grid_probe.py
 #   aoti   the export, AOTInductor (Python and examples/aoti) and deploy tests
+#   compare  the launch and cache benchmarks on the source copy in $BASELINE (an earlier commit,
+#          built here beside this tree) and on this tree, in one call
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
 # PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), PYTEST_FILES replaces
@@ -37,6 +39,10 @@ export TORCH_CUDAJIT_LIBCLANG
 TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 echo "== build (extension, and where needed the CMake tree with the C++ tests and the deploy program, in parallel)"
 (MAX_JOBS=10 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1; echo "ext rc $?" >> "$OUT/build.log") &
+if wants compare; then
+  (cd "$BASELINE" && MAX_JOBS=6 python3 setup.py build_ext --inplace > "$OUT/build_baseline.log" 2>&1
+   echo "baseline rc $?" >> "$OUT/build_baseline.log") &
+fi
 if wants all tests pytest ctest final bench ops aoti; then
   targets=(); wants aoti && targets=(torch_cudajit_aoti torch_cudajit_deploy)
   (cmake -S . -B build/cmake-gpu -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 &&
@@ -72,6 +78,17 @@ if wants all tests ctest final; then
   else
     tail -30 "$OUT/cmake.log"
   fi
+fi
+if wants compare; then
+  tail -1 "$OUT/build_baseline.log"
+  for round in 1 2; do
+    for tree in "$BASELINE" "$PWD"; do
+      name=$([[ $tree == "$PWD" ]] && echo this || echo baseline)
+      echo "== round $round, $name ($tree): launch, then compile latency"
+      PYTHONPATH=$tree:/tmp/site python3 benchmarks/launch_overhead.py 2>&1 | tee "$OUT/compare_launch_${name}_$round.log" | tail -14
+      PYTHONPATH=$tree:/tmp/site python3 benchmarks/cache.py --compile-only 2>&1 | tee "$OUT/compare_cache_${name}_$round.log" | tail -14
+    done
+  done
 fi
 if wants all bench final; then
   echo "== launch benchmark"

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -102,7 +103,7 @@ class ReadingTest : public ::testing::Test {
 
 // However the preprocessor reaches a header, an edit of it (same size, same time) changes the
 // compile key in this process and in a later one, and the reflection read after the edit sees
-// it: each header here defines the type of the kernel's parameter.
+// it: each header here defines the type of the kernel's parameter and a value.
 TEST_F(ReadingTest, HeaderEditChangesKeyAndReflectionHoweverItIsReached) {
   struct Case {
     const char* what;
@@ -111,7 +112,7 @@ TEST_F(ReadingTest, HeaderEditChangesKeyAndReflectionHoweverItIsReached) {
     std::vector<std::string> options;  // "@" stands for the working directory
     std::string header;                // the file edited
   };
-  const std::string kType = "#define REAL float\n";
+  const std::string kType = "#define REAL float\n#define V 1\n";
   const Case cases[] = {
       {"include_next", {{"a/x.h", "#include_next <x.h>\n"}, {"b/x.h", kType}},
        "#include <x.h>\n__global__ void k(REAL* o) {}\n", "kernel.cu", {"-I@/a", "-I@/b"}, "b/x.h"},
@@ -164,16 +165,28 @@ TEST_F(ReadingTest, HeaderEditChangesKeyAndReflectionHoweverItIsReached) {
                           sm90(options)),
               key)
         << "a second reading of unchanged files gives the same key";
-    edit_in_place(dir + "/" + c.header, "#define REAL short\n");
-    EXPECT_NE(compile_key(before, float_request("k"), sm90(options)), key)
-        << "this process sees the edit";
-    // A later reading (what another process does) finds the manifest's files changed, reads the
-    // source again and sees the new type.
-    const uint64_t parses = frontend_parse_count();
+    // An edit of the value: the same declarations, another program.
+    edit_in_place(dir + "/" + c.header, "#define REAL float\n#define V 2\n");
+    uint64_t parses = frontend_parse_count();
+    const std::string edited = compile_key(before, float_request("k"), sm90(options));
+    EXPECT_NE(edited, key) << "this process sees the edit";
+    EXPECT_EQ(frontend_parse_count(), parses + 1) << "the files changed: the source is read again";
+    EXPECT_EQ(compile_key(Program(source, c.filename, options, "c++17", 90), float_request("k"),
+                          sm90(options)),
+              edited)
+        << "a later reading finds the new manifest entry";
+    EXPECT_EQ(frontend_parse_count(), parses + 1);
+    // An edit of the type: a later reading sees the new declaration, and the kernel defined
+    // before the edit is not compiled against it.
+    edit_in_place(dir + "/" + c.header, "#define REAL short\n#define V 2\n");
+    parses = frontend_parse_count();
     const Program after(source, c.filename, options, "c++17", 90);
     EXPECT_EQ(frontend_parse_count(), parses + 1);
     EXPECT_EQ(after.kernel("k").params[0].element, "short");
     EXPECT_NE(compile_key(after, float_request("k"), sm90(options)), key);
+    const std::string msg = expect_throws<c10::ValueError>(
+        [&] { compile_key(before, float_request("k"), sm90(options)); });
+    CJ_EXPECT_CONTAINS(msg, "declares kernel 'k' differently when compiled for sm_90");
   }
 }
 
