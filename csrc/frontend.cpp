@@ -191,7 +191,14 @@ int visit(CXCursor cursor, CXCursor, CXClientData data) {
     if (!name.empty()) w.scope.pop_back();
   } else if (kind == kCursorLinkageSpec || kind == kCursorUnexposedDecl) {
     const bool outer = w.extern_c;
-    w.extern_c = kind == kCursorLinkageSpec || outer;
+    // libclang before LLVM 15 reports a linkage specification as an unexposed declaration:
+    // then its text says which it is.
+    bool linkage = kind == kCursorLinkageSpec;
+    if (!linkage) {
+      const size_t b = main_offset(c.clang_getRangeStart(c.clang_getCursorExtent(cursor)));
+      linkage = b != std::string::npos && w.source.compare(skip_blank(w.source, b), 6, "extern") == 0;
+    }
+    w.extern_c = linkage || outer;
     visit_children(cursor, w);
     w.extern_c = outer;
   } else if ((kind == kCursorFunctionDecl || kind == kCursorFunctionTemplate) &&
