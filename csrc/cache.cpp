@@ -2,6 +2,7 @@
 #include "cache.h"
 
 #include "file_io.h"
+#include "serialize.h"
 #include "sha256.h"
 
 #include <c10/util/Exception.h>
@@ -192,7 +193,8 @@ void DiskCache::warn_once(const std::string& what) {
     if (std::find(warned_.begin(), warned_.end(), what) != warned_.end()) return;
     warned_.push_back(what);
   }
-  TORCH_WARN("torch_cudajit cache: ", what);
+  // Paths and record fields in the text are bytes from outside: keep the warning text.
+  TORCH_WARN("torch_cudajit cache: ", detail::utf8_text(what));
 }
 
 std::string DiskCache::usable_dir() {

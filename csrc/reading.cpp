@@ -5,6 +5,7 @@
 #include "file_io.h"
 #include "frontend.h"
 #include "headers.h"
+#include "serialize.h"
 #include "sha256.h"
 
 #include <c10/util/Exception.h>
@@ -123,11 +124,13 @@ std::vector<KernelDecl> decode_reflection_record(const std::string& key, const s
   if (libclang != nullptr) *libclang = record_libclang;
   TORCH_CHECK_VALUE(r.ok && r.pos == bytes.size() && tag == kRecordTag,
                     "torch_cudajit: the reflection record is damaged or of another format");
+  // The record's own fields are quoted as text: they are bytes from outside.
   TORCH_CHECK_VALUE(record_key == key, "torch_cudajit: the reflection record was stored under "
-                    "the key ", record_key.substr(0, 16), "..., not ", key.substr(0, 16), "...");
+                    "the key ", detail::utf8_text(record_key.substr(0, 16)), "..., not ",
+                    key.substr(0, 16), "...");
   TORCH_CHECK_VALUE(record_digest == digest, "torch_cudajit: the reflection record was read from "
-                    "another source (digest ", record_digest.substr(0, 16), "..., this source's is ",
-                    digest.substr(0, 16), "...)");
+                    "another source (digest ", detail::utf8_text(record_digest.substr(0, 16)),
+                    "..., this source's is ", digest.substr(0, 16), "...)");
   TORCH_CHECK_VALUE(sha256_hex(kernels) == kernels_digest, "torch_cudajit: the reflection "
                     "record's kernels do not match their SHA-256");
   return deserialize_kernels(kernels);
