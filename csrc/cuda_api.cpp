@@ -156,6 +156,12 @@ DriverState load_driver() {
 #define CJ_LOAD_DRIVER(name) resolve(#name, reinterpret_cast<void**>(&s.api.name));
   CJ_DRIVER_FUNCTIONS(CJ_LOAD_DRIVER)
 #undef CJ_LOAD_DRIVER
+  {
+    CUdriverProcAddressQueryResult status;
+    if (get_proc("cuCtxGetDevice", reinterpret_cast<void**>(&s.api.cuCtxGetDevice), 12000,
+                 CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS)
+      s.api.cuCtxGetDevice = nullptr;
+  }
   if (s.api.cuInit == nullptr || s.api.cuGetErrorName == nullptr) {
     s.error = "the CUDA driver has no cuInit or cuGetErrorName entry point; update the driver";
     return s;
@@ -208,8 +214,9 @@ int current_context_arch() {
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
   int major = 0, minor = 0;
-  if (!s.error.empty() || s.api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr ||
-      s.api.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+  if (!s.error.empty() || s.api.cuCtxGetCurrent == nullptr || s.api.cuCtxGetDevice == nullptr ||
+      s.api.cuDeviceGetAttribute == nullptr || s.api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
+      ctx == nullptr || s.api.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
       s.api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) !=
           CUDA_SUCCESS ||
       s.api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) !=

@@ -57,7 +57,6 @@
   X(cuDevicePrimaryCtxRetain)                     \
   X(cuCtxGetCurrent)                              \
   X(cuCtxSetCurrent)                              \
-  X(cuCtxGetDevice)                               \
   X(cuLibraryLoadData)                            \
   X(cuLibraryUnload)                              \
   X(cuLibraryGetKernel)                           \
@@ -92,6 +91,9 @@ struct NvrtcApi {
 struct DriverApi {
   CJ_DRIVER_FUNCTIONS(CJ_DECLARE_POINTER)
 #undef CJ_DECLARE_POINTER
+  /// CUDA 12.0's one-argument form: from CUDA 13.0 on, the entry point of this name asked for
+  /// at the headers' version takes the context as well (cuCtxGetDevice_v2).
+  CUresult (*cuCtxGetDevice)(CUdevice*) = nullptr;
 };
 
 /// Function-pointer table for nvJitLink, filled from libnvJitLink on first use.
