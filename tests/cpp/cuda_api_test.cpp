@@ -3,6 +3,7 @@
 // reported unavailable (not fatal) on machines without one.
 #include "cuda_api.h"
 
+#include "module.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -96,6 +97,17 @@ TEST(CudaApiTest, DriverAvailabilityIsConsistent) {
     CJ_EXPECT_CONTAINS(msg, "cannot launch kernels");
     CJ_EXPECT_CONTAINS(msg, "works without a GPU");
   }
+}
+
+// The device of the context current on this thread, which the front end reads sources for: 0
+// with none; with one (made current by a tensor on the GPU), that device's compute capability.
+TEST(CudaApiTest, CurrentContextArchitecture) {
+  if (!torch::cuda::is_available()) {
+    EXPECT_EQ(detail::current_context_arch(), 0);
+    return;
+  }
+  at::empty({1}, at::TensorOptions().device(at::Device(at::kCUDA, 0))).fill_(1);
+  EXPECT_EQ(detail::current_context_arch(), device_limits(0).compute_capability);
 }
 
 TEST(CudaApiTest, ExtraSearchPathsAreHarmless) {
