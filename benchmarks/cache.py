@@ -384,6 +384,10 @@ def main():
     ap.add_argument("--precompile-only", action="store_true", help="only the precompile benchmark")
     ap.add_argument("--compile-only", action="store_true",
                     help="only the compile latency against the user's source (5)")
+    ap.add_argument("--latency-only", action="store_true",
+                    help="the cold compile (1), the compile latency (5) and, with a GPU, the warm "
+                         "process (2): what the compile and cache paths cost, without the "
+                         "precompile and launch parts")
     args = ap.parse_args()
     gpu = torch.cuda.is_available() and not args.skip_gpu
     print(f"# cache benchmarks, {time.strftime('%Y-%m-%d')}, "
@@ -394,6 +398,19 @@ def main():
         return print_precompile()
     if args.compile_only:
         return print_compile_latency()
+    print_cold_compile()
+    print_compile_latency()
+    if args.latency_only:
+        if gpu:
+            print_warm_process()
+        return
+    print_precompile()
+    if not gpu:
+        return
+    print_gpu_part()
+
+
+def print_cold_compile():
     ours, bare, front = cold_compile()
     print("\n| cold compile (softmax_rows, sm_90) | ms (median of 15) | vs bare NVRTC |")
     print("|---|---|---|")
@@ -402,12 +419,6 @@ def main():
           f"{ours / bare:.3f}x ({(ours / bare - 1) * 100:+.1f}%) |")
     print(f"| of which the front end (Clang reading the declarations) | {front:.1f} | "
           f"{front / bare:.3f}x ({front / bare * 100:.1f}% of a bare compile) |")
-
-    print_compile_latency()
-    print_precompile()
-    if not gpu:
-        return
-    print_gpu_part()
 
 
 def print_precompile():
@@ -425,6 +436,11 @@ def print_precompile():
 
 
 def print_gpu_part():
+    print_warm_process()
+    print_in_process_hit()
+
+
+def print_warm_process():
     print("\n| warm process: creation to end of first launch | ms (median of 7 processes) |")
     print("|---|---|")
     for which in ("torch_cudajit", "cupy", "compile_kernel"):
@@ -433,6 +449,8 @@ def print_gpu_part():
                  "compile_kernel": "torch.cuda._compile_kernel (no cache)"}[which]
         print(f"| {label} | {ms:.2f} |" if ms is not None else f"| {label} | n/a ({err}) |")
 
+
+def print_in_process_hit():
     rows = in_process_hit()
     base = rows[2][1]
     print("\n| in-process hit: launch kernel[1, 256](out, x, 2.0) | us per launch (median) | vs x.add_(1) |")

@@ -86,7 +86,7 @@ if wants compare; then
       name=$([[ $tree == "$PWD" ]] && echo this || echo baseline)
       echo "== round $round, $name ($tree): launch, then compile latency"
       PYTHONPATH=$tree:/tmp/site python3 benchmarks/launch_overhead.py 2>&1 | tee "$OUT/compare_launch_${name}_$round.log" | tail -14
-      PYTHONPATH=$tree:/tmp/site python3 benchmarks/cache.py --compile-only 2>&1 | tee "$OUT/compare_cache_${name}_$round.log" | tail -14
+      PYTHONPATH=$tree:/tmp/site python3 benchmarks/cache.py --latency-only 2>&1 | tee "$OUT/compare_cache_${name}_$round.log" | tail -14
     done
   done
 fi
