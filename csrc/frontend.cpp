@@ -421,6 +421,17 @@ std::string preamble_key(const std::vector<std::string>& argv) {
 
 constexpr const char* kPreambleFolderPrefix = "torch_cudajit_frontend.";
 
+// Removes a preamble's folder (flat: the PCH and Clang's temporary file beside it).
+void remove_preamble_folder(const std::string& folder) {
+  if (DIR* d = opendir(folder.c_str())) {
+    while (dirent* e = readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        unlink((folder + "/" + e->d_name).c_str());
+    closedir(d);
+  }
+  rmdir(folder.c_str());
+}
+
 // Removes the folders of preambles whose process died while saving one (killed, say): their
 // names carry the process id.
 void sweep_dead_preambles(const std::string& tmp) {
@@ -436,13 +447,7 @@ void sweep_dead_preambles(const std::string& tmp) {
     if (pid <= 0 || (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) ||
         lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
       continue;
-    if (DIR* f = opendir(folder.c_str())) {
-      while (dirent* g = readdir(f))
-        if (std::strcmp(g->d_name, ".") != 0 && std::strcmp(g->d_name, "..") != 0)
-          unlink((folder + "/" + g->d_name).c_str());
-      closedir(f);
-    }
-    rmdir(folder.c_str());
+    remove_preamble_folder(folder);
   }
   closedir(d);
 }
@@ -474,14 +479,8 @@ int save_preamble(CXTranslationUnit tu) {
   int fd = -1;
   if (libclang().clang_saveTranslationUnit(tu, file.c_str(), 0) == 0)
     fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  // Clang writes through a temporary file beside the PCH: remove whatever is there.
-  if (DIR* d = opendir(folder.c_str())) {
-    while (dirent* e = readdir(d))
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-        unlink((folder + "/" + e->d_name).c_str());
-    closedir(d);
-  }
-  rmdir(folder.c_str());
+  // Clang writes through a temporary file beside the PCH: the folder goes with whatever is there.
+  remove_preamble_folder(folder);
   return fd;
 }
 

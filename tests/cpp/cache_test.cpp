@@ -22,6 +22,8 @@ namespace torch_cudajit {
 namespace {
 
 using cjtest::make_spec_key;
+using cjtest::make_temp_dir;
+using cjtest::write_text;
 using cjtest::number_sig;
 using cjtest::tensor_sig;
 
@@ -44,18 +46,6 @@ CompileOptions options_with(std::vector<std::string> extra) {
   return o;
 }
 
-std::string make_temp_dir() {
-  char tmpl[] = "/tmp/cj_cache_test_XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  EXPECT_NE(dir, nullptr);
-  return dir ? dir : "/tmp";
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-}
-
 // Points the process-wide cache at a fresh folder for one test, then restores it.
 class CacheTest : public ::testing::Test {
  protected:
@@ -66,20 +56,9 @@ class CacheTest : public ::testing::Test {
   }
   void TearDown() override { DiskCache::instance().configure(saved_); }
 
-  /// The record files of one kind: compiles (.cj) or reflections (.cjr).
+  /// The record files of one kind: compiles (.cj), reflections (.cjr) or manifests (.cjm).
   std::vector<std::string> entry_files(const char* suffix = ".cj") const {
-    std::vector<std::string> out;
-    std::string cmd = "ls " + dir_ + "/*" + suffix + " 2>/dev/null";
-    if (FILE* p = popen(cmd.c_str(), "r")) {
-      char line[4096];
-      while (fgets(line, sizeof(line), p)) {
-        std::string s(line);
-        if (!s.empty() && s.back() == '\n') s.pop_back();
-        out.push_back(s);
-      }
-      pclose(p);
-    }
-    return out;
+    return cjtest::files_with(dir_, suffix);
   }
 
   CacheSettings saved_;

@@ -27,20 +27,11 @@ namespace torch_cudajit {
 namespace {
 
 using cjtest::expect_throws;
+using cjtest::files_with;
+using cjtest::make_temp_dir;
+using cjtest::write_text;
 using cjtest::make_spec_key;
 using cjtest::tensor_sig;
-
-std::string make_temp_dir() {
-  char tmpl[] = "/tmp/cj_reading_test_XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  EXPECT_NE(dir, nullptr);
-  return dir ? dir : "/tmp";
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-}
 
 // Rewrites a file with text of the same size and gives it back its modification time, to the
 // nanosecond: only its bytes tell the edit (Clang's own check of a PCH compares size and time).
@@ -51,21 +42,6 @@ void edit_in_place(const std::string& path, const std::string& text) {
   write_text(path, text);
   const struct timespec times[2] = {st.st_atim, st.st_mtim};
   ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
-}
-
-std::vector<std::string> files_with(const std::string& dir, const char* suffix) {
-  std::vector<std::string> out;
-  std::string cmd = "ls " + dir + "/*" + suffix + " 2>/dev/null";
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char line[4096];
-    while (fgets(line, sizeof(line), p)) {
-      std::string s(line);
-      if (!s.empty() && s.back() == '\n') s.pop_back();
-      out.push_back(s);
-    }
-    pclose(p);
-  }
-  return out;
 }
 
 std::vector<InstantiationRequest> float_request(const std::string& kernel) {

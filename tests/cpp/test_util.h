@@ -12,6 +12,10 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <dirent.h>
+#include <stdlib.h>
+
+#include <fstream>
 #include <initializer_list>
 #include <string>
 #include <typeinfo>
@@ -48,6 +52,35 @@ std::string expect_throws(F&& fn) {
 /// macros and standard a kernel with default options compiles with.
 inline std::vector<KernelDecl> reflect(const std::string& source) {
   return reflect_kernels(source, frontend_args({}, "c++17"));
+}
+
+/// A fresh folder under /tmp.
+inline std::string make_temp_dir() {
+  char tmpl[] = "/tmp/cj_test_XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  EXPECT_NE(dir, nullptr);
+  return dir ? dir : "/tmp";
+}
+
+/// Writes `text` to `path`, replacing what was there.
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+/// The files of `dir` whose names end with `suffix`, as paths.
+inline std::vector<std::string> files_with(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != ".." && name.size() >= suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        out.push_back(dir + "/" + name);
+    }
+    closedir(d);
+  }
+  return out;
 }
 
 /// An ArgSig for a tensor argument.
