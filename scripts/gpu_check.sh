@@ -12,7 +12,9 @@
 #   bandwidth  benchmarks/bandwidth.py --quick with its plot, then benchmarks/virtual_grid_probe.py
 #   aoti   the export, AOTInductor (Python and examples/aoti) and deploy tests
 #   compare  the launch and cache benchmarks on the source copy in $BASELINE (an earlier commit,
-#          built here beside this tree) and on this tree, in one call
+#          built here beside this tree) and on this tree, in one call ($COMPARE_ROUNDS rounds,
+#          default 2)
+#   verify  build, pytest ($PYTEST_FILES), then compare: a change checked and measured in one call
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
 # PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), PYTEST_FILES replaces
@@ -39,7 +41,7 @@ export TORCH_CUDAJIT_LIBCLANG
 TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 echo "== build (extension, and where needed the CMake tree with the C++ tests and the deploy program, in parallel)"
 (MAX_JOBS=10 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1; echo "ext rc $?" >> "$OUT/build.log") &
-if wants compare; then
+if wants compare verify; then
   (cd "$BASELINE" && MAX_JOBS=6 python3 setup.py build_ext --inplace > "$OUT/build_baseline.log" 2>&1
    echo "baseline rc $?" >> "$OUT/build_baseline.log") &
 fi
@@ -57,7 +59,7 @@ if wants all smoke; then
   echo "== smoke"
   python3 scripts/smoke.py 2>&1 | tee "$OUT/smoke.log"
 fi
-if wants all tests pytest final; then
+if wants all tests pytest final verify; then
   # final: the op family, the deploy program and the launch path only.
   files=${PYTEST_FILES:-tests/python}
   wants final && files="tests/python/test_ops.py tests/python/test_deploy.py tests/python/test_launch.py"
@@ -79,9 +81,9 @@ if wants all tests ctest final; then
     tail -30 "$OUT/cmake.log"
   fi
 fi
-if wants compare; then
+if wants compare verify; then
   tail -1 "$OUT/build_baseline.log"
-  for round in 1 2; do
+  for round in $(seq 1 "${COMPARE_ROUNDS:-2}"); do
     for tree in "$BASELINE" "$PWD"; do
       name=$([[ $tree == "$PWD" ]] && echo this || echo baseline)
       echo "== round $round, $name ($tree): launch, then compile latency"
