@@ -5,13 +5,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-from torch.fx.experimental import symbolic_shapes as _symbolic_shapes
 
 from ._args import dims
 from ._loader import _C
 
 if TYPE_CHECKING:
     from ._kernel import Kernel
+
+
+def _has_static_value(value) -> bool:
+    # Imported here: the module pulls in sympy (about a second), and is only needed while
+    # torch.compile traces, which has imported it already.
+    from torch.fx.experimental.symbolic_shapes import has_static_value
+    return has_static_value(value)
 
 
 class _OpIndexer:
@@ -126,6 +132,6 @@ def _op_number(k: "Kernel", i: int, value, compiling: bool):
     # computed from it, with a placeholder in `floats`: that keeps it a graph input, where in
     # `floats` it would be specialized and each new value (a learning rate) would recompile.
     # Constants and symbolic ints stay in the lists.
-    if compiling and not _symbolic_shapes.has_static_value(value):
+    if compiling and not _has_static_value(value):
         return "f", [0.0], torch.zeros((), dtype=torch.float64, device="cpu") + value
     return "f", [value], None

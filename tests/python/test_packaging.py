@@ -82,3 +82,17 @@ def test_import_from_an_unbuilt_tree_says_what_to_run(tmp_path):
     assert "holds no compiled binding" in r.stderr
     assert "python setup.py build_ext --inplace" in r.stderr
     assert "partially initialized" not in r.stderr.splitlines()[-1]
+
+
+def test_import_pulls_in_no_symbolic_shapes():
+    """`import torch_cudajit` costs little beyond `import torch`: sympy (through torch's
+    symbolic shapes, about a second) is loaded only once torch.compile traces."""
+    code = ("import sys, torch\n"
+            "before = {'sympy', 'torch.fx.experimental.symbolic_shapes'} & set(sys.modules)\n"
+            "import torch_cudajit\n"
+            "after = {'sympy', 'torch.fx.experimental.symbolic_shapes'} & set(sys.modules)\n"
+            "print(sorted(after - before))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(PACKAGE) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
