@@ -1,4 +1,5 @@
-"""Command line: ``python -m torch_cudajit cache info|clear|prune [--max-bytes N]``."""
+"""Command line: ``python -m torch_cudajit info``, ``--version``, and
+``python -m torch_cudajit cache info|clear|prune [--max-bytes N]``."""
 from __future__ import annotations
 
 import argparse
@@ -31,9 +32,56 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
+def _info() -> None:
+    """What this installation finds: versions, the compiler, the front end, the headers and the
+    cache folder, each with what to do when it is missing."""
+    import os
+    import warnings
+
+    import torch
+
+    from . import __version__
+    from ._loader import _C, _libclang_path
+
+    def row(name, value):
+        print(f"{name + ':':<15}{value}")
+
+    row("torch_cudajit", f"{__version__} ({os.path.dirname(os.path.abspath(__file__))})")
+    row("torch", f"{torch.__version__} (CUDA {torch.version.cuda})")
+    try:
+        v = _C.nvrtc_version()
+        nvrtc = f"{v // 1000}.{v % 1000 // 10} ({_C.nvrtc_library_file()})"
+    except RuntimeError as e:  # reported, not raised: the other rows still help
+        nvrtc = "not found: " + str(e).splitlines()[0]
+    row("NVRTC", nvrtc)
+    where = os.environ.get("TORCH_CUDAJIT_LIBCLANG") or _libclang_path() or "the dynamic loader's search"
+    try:
+        libclang = f"{_C.libclang_version()} ({where})"
+    except RuntimeError as e:
+        libclang = "not loadable: " + str(e).splitlines()[0]
+    row("libclang", libclang)
+    dirs = _C.default_include_dirs()
+    row("headers", dirs[0] + " (cj/)")
+    cuda = _C.cuda_include_dir()
+    row("CUDA headers", cuda or "not found: install the nvidia-cuda-runtime wheel or set CUDA_HOME")
+    cccl = next((d for d in dirs if os.path.exists(os.path.join(d, "cuda", "std", "type_traits"))), "")
+    row("CCCL", cccl or "not found: install nvidia-cuda-cccl or set CUDA_HOME to a toolkit")
+    row("driver", "available" if _C.driver_available() else "none (kernels compile, with arch=, but do not launch)")
+    settings = _C.cache_settings()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        usable = settings["enabled"] and _C.cache_usable()
+    state = ("usable" if usable else "disabled (TORCH_CUDAJIT_CACHE=0)" if not settings["enabled"]
+             else "not usable: " + (str(caught[0].message).split(" (Triggered internally")[0]
+                                    if caught else "see the warning above"))
+    row("cache", f"{settings['dir']} ({state})")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_cudajit")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("info", help="versions, NVRTC, libclang, headers and the cache folder")
     cache = sub.add_parser("cache", help="inspect or empty the persistent kernel cache")
     actions = cache.add_subparsers(dest="action", required=True)
     actions.add_parser("info", help="where the cache is and what it holds")
@@ -42,6 +90,15 @@ def main(argv=None) -> int:
     prune.add_argument("--max-bytes", type=_size, default=None,
                        help="size to evict down to (default: TORCH_CUDAJIT_CACHE_MAX_BYTES or 4G)")
     args = parser.parse_args(argv)
+    if args.version:
+        from . import __version__
+        print(f"torch_cudajit {__version__}")
+        return 0
+    if args.command is None:
+        parser.error("a command is required: info or cache")
+    if args.command == "info":
+        _info()
+        return 0
 
     from . import cache as c
 

@@ -153,6 +153,8 @@ void bind_runtime(py::module_& m) {
   m.def("libclang_version", &libclang_version);
   m.def("frontend_parse_count", &frontend_parse_count);
   m.def("nvrtc_version", &torch_cudajit::detail::nvrtc_version);
+  m.def("nvrtc_library_file", &torch_cudajit::detail::nvrtc_library_file);
+  m.def("cuda_include_dir", &cuda_include_dir);
   m.def("nvrtc_compile_count", &nvrtc_compile_count);
   m.def("driver_available", &torch_cudajit::detail::driver_available);
   m.def("default_include_dirs", &default_include_dirs);
@@ -177,6 +179,11 @@ void bind_cache(py::module_& m) {
   }, py::arg("enabled"), py::arg("dir"), py::arg("max_bytes"));
   m.def("cache_reset_from_environment", [] { DiskCache::instance().reset_from_environment(); });
   m.def("cache_info", [] { return info_dict(DiskCache::instance().info()); });
+  // Whether the folder can be used (creates it); its warning, if not, becomes a Python warning.
+  m.def("cache_usable", [] {
+    torch::PyWarningHandler warnings;
+    return DiskCache::instance().usable();
+  });
   m.def("cache_clear", [] { return info_dict(DiskCache::instance().clear()); });
   m.def("cache_prune", [](int64_t max_bytes) { return info_dict(DiskCache::instance().prune(max_bytes)); },
         py::arg("max_bytes") = -1);

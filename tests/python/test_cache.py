@@ -531,3 +531,24 @@ def test_precompile_reports_the_first_failure_after_compiling_the_rest(cache_dir
     with pytest.raises(cj.CompileError):
         k.precompile([bad, good], arch="sm_90", workers=2, processes=processes, progress=False)
     assert len(k.signatures) == 1
+
+
+def test_cli_version_and_info(tmp_path):
+    def cli(*args, env=None, check=True):
+        return run_python("import sys, runpy; sys.argv = ['torch_cudajit'] + %r\n"
+                          "runpy.run_module('torch_cudajit', run_name='__main__')" % list(args),
+                          tmp_path / "cache", extra_env=env, check=check)
+
+    assert cli("--version").stdout.strip() == f"torch_cudajit {cj.__version__}"
+    out = cli("info").stdout
+    for row in ("torch_cudajit:", "torch:", "NVRTC:", "libclang:", "headers:", "CUDA headers:",
+                "CCCL:", "driver:", "cache:"):
+        assert row in out, out
+    assert f"{tmp_path / 'cache'} (usable)" in out
+    assert "clang version" in out
+    (tmp_path / "file").write_text("not a folder")
+    out = cli("info", env={"TORCH_CUDAJIT_CACHE_DIR": str(tmp_path / "file")}).stdout
+    assert f"{tmp_path / 'file'} (not usable: torch_cudajit cache: cannot create the cache folder" in out
+    assert "(Not a directory)" in out
+    r = cli(check=False)
+    assert r.returncode == 2 and "a command is required: info or cache" in r.stderr
