@@ -40,8 +40,10 @@ struct Include {
   bool quoted;
 };
 
-/// The headers a text reads: its #include directives, and the headers whose existence it tests
-/// with __has_include. `inexact` receives the first line that names a header through a macro
+/// The headers a text names: its #include directives, and the headers whose existence it tests
+/// with __has_include. A text scan, which keys never use (the front end reports what the
+/// preprocessor opened: dependencies.h); the front end's check for special files and
+/// implicit_needs read it. `inexact` receives the first line that names a header through a macro
 /// (#include HDR, __has_include(HDR)): what such a text reads depends on the preprocessor, which
 /// this scan does not run.
 std::vector<Include> scan_includes(const std::string& text, std::string& inexact);
