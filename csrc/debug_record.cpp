@@ -1,9 +1,9 @@
-// torch_cudajit: the debug-record protocol (see dispatcher.h): a bounds-checked or cj_assert
+// torch_cudajit: the debug-record protocol (see launch.h): a bounds-checked or cj_assert
 // kernel (jit(..., debug=True)) writes its first failure into cj_debug_record; after the launch
 // the host reads it and raises KernelAssertionError naming the kernel, the place and the index.
-#include "dispatcher.h"
+#include "launch.h"
 
-#include "dispatcher_internal.h"
+#include "cuda_api.h"
 
 #include <algorithm>
 #include <sstream>
@@ -45,7 +45,8 @@ KernelAssertionError::KernelAssertionError(std::string message, std::string kern
       dim_(dim),
       shape_(std::move(shape)) {}
 
-void Dispatcher::check_debug_record(CUdeviceptr ptr, size_t size, CUstream stream) {
+void detail::check_debug_record(const std::string& kernel, CUdeviceptr ptr, size_t size,
+                                CUstream stream) {
   // Reading the record needs a synchronization, which a CUDA graph capture forbids.
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   CJ_CHECK(cuStreamIsCapturing, stream, &capture);
@@ -67,7 +68,7 @@ void Dispatcher::check_debug_record(CUdeviceptr ptr, size_t size, CUstream strea
   if (r.kind == 1) {
     const int rank = std::max(0, std::min<int>(r.rank, 8));
     shape.assign(r.shape, r.shape + rank);
-    os << "torch_cudajit: kernel '" << decl_->name << "' indexed out of bounds at " << where.str()
+    os << "torch_cudajit: kernel '" << kernel << "' indexed out of bounds at " << where.str()
        << ": index " << r.index << " is outside dimension " << r.dim << " of size "
        << (r.dim >= 0 && r.dim < rank ? r.shape[r.dim] : -1) << " of an array of shape [";
     for (int d = 0; d < rank; ++d) os << (d ? ", " : "") << r.shape[d];
@@ -77,11 +78,11 @@ void Dispatcher::check_debug_record(CUdeviceptr ptr, size_t size, CUstream strea
     const size_t sep = text.find('\x1f');
     const std::string condition = sep == std::string::npos ? text : text.substr(0, sep);
     const std::string message = sep == std::string::npos ? "" : text.substr(sep + 1);
-    os << "torch_cudajit: kernel '" << decl_->name << "' failed cj_assert(" << condition
+    os << "torch_cudajit: kernel '" << kernel << "' failed cj_assert(" << condition
        << ") at " << where.str() << ": " << message
        << ". The CUDA context is still usable.";
   }
-  throw KernelAssertionError(os.str(), decl_->name, r.file, static_cast<int>(r.line),
+  throw KernelAssertionError(os.str(), kernel, r.file, static_cast<int>(r.line),
                              {r.thread[0], r.thread[1], r.thread[2]},
                              {r.block[0], r.block[1], r.block[2]}, r.kind == 1, r.index, r.dim,
                              std::move(shape));

@@ -1,9 +1,9 @@
-// torch_cudajit: a specialization on the devices (see dispatcher.h): its module loaded once and
-// shared by the specializations of one compile, and what a kernel is on each device: its
+// torch_cudajit: a specialization on the devices (see device_state.h): its module loaded once
+// and shared by the specializations of one compile, and what a kernel is on each device: its
 // resources, its settable attributes, its module variables and the largest cooperative grid.
-#include "dispatcher.h"
+#include "device_state.h"
 
-#include "dispatcher_internal.h"
+#include "torch_device.h"
 
 #include <ATen/ops/from_blob.h>
 
@@ -65,7 +65,7 @@ LoadedKernel& Specialization::loaded() {
 
 using detail::DeviceScope;
 
-KernelResources Dispatcher::resources(Specialization& spec, int device) {
+KernelResources kernel_resources(Specialization& spec, int device) {
   DeviceScope scope(device);
   LoadedKernel& k = spec.loaded();
   KernelResources r;
@@ -83,7 +83,7 @@ KernelResources Dispatcher::resources(Specialization& spec, int device) {
   return r;
 }
 
-void Dispatcher::set_attribute(Specialization& spec, int device, CUfunction_attribute attr, int value) {
+void set_kernel_attribute(Specialization& spec, int device, CUfunction_attribute attr, int value) {
   DeviceScope scope(device);
   LoadedKernel& k = spec.loaded();
   const KernelDeviceState& state = k.device_state(device);
@@ -91,20 +91,20 @@ void Dispatcher::set_attribute(Specialization& spec, int device, CUfunction_attr
     const DeviceLimits& lim = device_limits(device);
     const int available = lim.max_shared_optin - state.static_shared;
     TORCH_CHECK_VALUE(value <= available, "torch_cudajit: max_dynamic_shared_size_bytes of kernel '",
-                      decl_->name, "' ", spec.signature, " may be at most ", available,
+                      spec.kernel_name, "' ", spec.signature, " may be at most ", available,
                       " on cuda:", device, " (", lim.max_shared_optin, " per block minus ",
                       state.static_shared, " static); got ", value, ".");
   }
   k.set_attribute(attr, value);
 }
 
-at::Tensor Dispatcher::global(const std::shared_ptr<Specialization>& spec, int device,
-                              const std::string& name) {
+at::Tensor module_global(const std::shared_ptr<Specialization>& spec, int device,
+                         const std::string& name) {
   DeviceScope scope(device);
   LoadedKernel& k = spec->loaded();
   k.device_state(device);  // loads the module into this device's context
   const auto [address, size] = k.library().global(name.c_str());
-  TORCH_CHECK_VALUE(address != 0, "torch_cudajit: the module of kernel '", decl_->name, "' ",
+  TORCH_CHECK_VALUE(address != 0, "torch_cudajit: the module of kernel '", spec->kernel_name, "' ",
                     spec->signature, " has no __device__ or __constant__ variable named '", name,
                     "'. Declare it at namespace scope in the kernel's source; a variable inside "
                     "a namespace is found by its mangled name, and extern \"C\" keeps the name "
@@ -118,8 +118,8 @@ at::Tensor Dispatcher::global(const std::shared_ptr<Specialization>& spec, int d
                        at::TensorOptions().dtype(at::kByte).device(where), where);
 }
 
-int64_t Dispatcher::max_cooperative_grid_blocks(Specialization& spec, int device, int threads,
-                                                int64_t dynamic_shared) {
+int64_t max_cooperative_grid_blocks(Specialization& spec, int device, int threads,
+                                    int64_t dynamic_shared) {
   TORCH_CHECK_VALUE(threads >= 1, "torch_cudajit: block must have at least 1 thread, got ", threads);
   TORCH_CHECK_VALUE(dynamic_shared >= 0, "torch_cudajit: dynamic_shared_mem must be >= 0, got ",
                     dynamic_shared);
@@ -127,11 +127,11 @@ int64_t Dispatcher::max_cooperative_grid_blocks(Specialization& spec, int device
   LoadedKernel& k = spec.loaded();
   const KernelDeviceState& state = k.device_state(device);
   const DeviceLimits& lim = device_limits(device);
-  TORCH_CHECK_VALUE(threads <= state.max_threads_per_block, "torch_cudajit: kernel '", decl_->name,
+  TORCH_CHECK_VALUE(threads <= state.max_threads_per_block, "torch_cudajit: kernel '", spec.kernel_name,
                     "' allows at most ", state.max_threads_per_block,
                     " threads per block on this device; got ", threads, ".");
   const int64_t available = lim.max_shared_optin - state.static_shared;
-  TORCH_CHECK_VALUE(dynamic_shared <= available, "torch_cudajit: kernel '", decl_->name,
+  TORCH_CHECK_VALUE(dynamic_shared <= available, "torch_cudajit: kernel '", spec.kernel_name,
                     "' may use at most ", available, " bytes of dynamic shared memory (",
                     lim.max_shared_optin, " per block minus ", state.static_shared,
                     " static); got ", dynamic_shared, ".");

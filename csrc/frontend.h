@@ -6,6 +6,8 @@
 // the parameter table; nothing else reads source text for declarations.
 #pragma once
 
+#include "libclang.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -62,10 +64,6 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
                                         const std::vector<std::string>& args,
                                         FrontendReads* reads = nullptr);
 
-/// Uses this libclang shared library (the Python package passes the `libclang` wheel's copy).
-/// TORCH_CUDAJIT_LIBCLANG, when set, still comes first.
-void set_libclang_path(const std::string& path);
-
 /// Sources the front end has parsed in this process (tests check that loading a pickled or
 /// scripted kernel parses nothing).
 uint64_t frontend_parse_count();
@@ -73,14 +71,5 @@ uint64_t frontend_parse_count();
 /// This library's build (its file's size and time), which holds the front end and the
 /// reflection code; part of source_key (reading.h). Computed without loading libclang.
 std::string frontend_identity();
-
-/// The libclang the loader would open first, by path, size and time, computed without loading
-/// it; "" when it can only be named by a bare library name (or none is found). A reflection
-/// record keeps the identity it was read with: another libclang reads the source again, and a
-/// process with none to be found uses the record (reading.h).
-std::string libclang_identity();
-
-/// The loaded libclang's version string ("clang version 18.1.1 ..."); loads it if needed.
-std::string libclang_version();
 
 }  // namespace torch_cudajit

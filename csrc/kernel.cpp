@@ -1,6 +1,8 @@
 // torch_cudajit: the C++ Kernel API and extension application (see kernel.h).
 #include "kernel.h"
 
+#include "kernel_runtime.h"
+#include "torch_device.h"
 
 namespace torch_cudajit {
 
@@ -11,29 +13,13 @@ Kernel::Kernel(std::shared_ptr<const Program> program, const std::string& name, 
     : Kernel(std::make_shared<const KernelDefinition>(std::move(program), name, std::move(options))) {}
 
 Kernel::Kernel(std::shared_ptr<const KernelDefinition> definition)
-    : dispatcher_(std::make_shared<Dispatcher>(std::move(definition))) {}
+    : runtime_(std::make_shared<KernelRuntime>(std::move(definition))) {}
+
+const KernelDefinition& Kernel::definition() const { return runtime_->definition(); }
 
 void Kernel::add_extension(std::shared_ptr<Extension> extension) {
   TORCH_CHECK_VALUE(extension != nullptr, "torch_cudajit: add_extension got a null extension");
   extensions_.push_back(std::move(extension));
-}
-
-Arg to_arg(const c10::IValue& v, size_t position) {
-  Arg a;
-  if (v.isTensor()) {
-    a = tensor_arg(v.toTensor());
-  } else if (v.isBool() || v.isInt() || v.isDouble() || v.isComplexDouble()) {
-    a = scalar_arg(v.toScalar());
-  } else if (v.isNone()) {
-    // A NULL pointer; make_key lets only pointer parameters take it.
-    a.kind = ArgKind::kAddress;
-    a.is_none = true;
-  } else {
-    TORCH_CHECK_TYPE(false, "torch_cudajit: argument ", position, " is a ", v.tagKind(),
-                     "; kernels take tensors, int, float, bool and complex values, and None "
-                     "(NULL) for pointer parameters (add an extension to pass other types).");
-  }
-  return a;
 }
 
 std::vector<Arg> Kernel::bind(const std::vector<c10::IValue>& values, CUstream stream,
@@ -58,14 +44,14 @@ std::vector<Arg> Kernel::bind(const std::vector<c10::IValue>& values, CUstream s
   return args;
 }
 
-void Kernel::launch(const LaunchConfig& config, const std::vector<c10::IValue>& values) {
+void Kernel::launch(const LaunchRequest& request, const std::vector<c10::IValue>& values) {
   std::vector<c10::IValue> storage;
   std::vector<std::function<void()>> after;
   // Extensions see the stream the launch will use: the given one or the current torch stream.
   CUstream stream =
-      config.has_stream ? config.stream : detail::current_cuda_stream(detail::current_cuda_device());
+      request.has_stream ? request.stream : detail::current_cuda_stream(detail::current_cuda_device());
   std::vector<Arg> args = bind(values, stream, storage, after);
-  dispatcher_->launch(args.data(), args.size(), config);
+  runtime_->launch(args.data(), args.size(), request);
   for (auto& f : after) f();
 }
 
@@ -73,9 +59,9 @@ std::shared_ptr<Specialization> Kernel::compile(const std::vector<c10::IValue>& 
   std::vector<c10::IValue> storage;
   std::vector<std::function<void()>> after;
   std::vector<Arg> args = bind(values, nullptr, storage, after);
-  SpecKey key = dispatcher_->make_key(args.data(), args.size(), nullptr, arch);
-  std::shared_ptr<Specialization> spec = dispatcher_->get(key);
-  dispatcher_->check_pointees(*spec, args.data(), args.size());
+  const SpecKey key = runtime_->key(args.data(), args.size(), nullptr, arch);
+  std::shared_ptr<Specialization> spec = runtime_->table().get(key);
+  check_pointees(runtime_->decl(), *spec, args.data(), args.size());
   return spec;
 }
 

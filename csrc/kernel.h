@@ -3,7 +3,10 @@
 // extensions, then the default tensor/number binding), specializes and launches.
 #pragma once
 
-#include "dispatcher.h"
+#include "arg.h"
+#include "definition.h"
+#include "kernel_assertion_error.h"
+#include "launch_plan.h"
 
 #include <ATen/core/ivalue.h>
 
@@ -13,6 +16,9 @@
 #include <vector>
 
 namespace torch_cudajit {
+
+class KernelRuntime;
+struct Specialization;
 
 /// Turns one argument into kernel arguments before a launch (numba's `prepare_args`).
 /// Extensions run from the last registered to the first; each sees what the later ones left.
@@ -44,20 +50,18 @@ class Kernel {
   std::vector<Arg> bind(const std::vector<c10::IValue>& values, CUstream stream,
                         std::vector<c10::IValue>& storage,
                         std::vector<std::function<void()>>& after) const;
-  /// Launches with the given configuration.
-  void launch(const LaunchConfig& config, const std::vector<c10::IValue>& values);
+  /// Launches as `request` asks (a grid and block, or a forall over request.forall_tasks tasks).
+  void launch(const LaunchRequest& request, const std::vector<c10::IValue>& values);
   /// Compiles for the given example values and architecture without launching (no GPU needed).
   std::shared_ptr<Specialization> compile(const std::vector<c10::IValue>& values, int arch);
 
-  Dispatcher& dispatcher() { return *dispatcher_; }
-  const KernelDefinition& definition() const { return dispatcher_->definition(); }
+  /// The runtime: the key of a call, the specializations compiled so far, forall's plan.
+  KernelRuntime& runtime() { return *runtime_; }
+  const KernelDefinition& definition() const;
 
  private:
-  std::shared_ptr<Dispatcher> dispatcher_;
+  std::shared_ptr<KernelRuntime> runtime_;
   std::vector<std::shared_ptr<Extension>> extensions_;
 };
-
-/// Converts one IValue (tensor, int, float, bool, complex) to a launch argument.
-Arg to_arg(const c10::IValue& value, size_t position);
 
 }  // namespace torch_cudajit

@@ -1,10 +1,9 @@
-// torch_cudajit: the launch (see dispatcher.h): forall's grid, the parameter buffer packed
-// from the arguments (numbers converted to the declared type, range-checked), the pointee
-// checks of raw pointers and the launch on the current stream. A debug-mode launch's record is
-// read in debug_record.cpp.
-#include "dispatcher.h"
+// torch_cudajit: the launch of a specialization (see launch.h). A debug-mode launch's record
+// is read in debug_record.cpp.
+#include "launch.h"
 
-#include "dispatcher_internal.h"
+#include "cuda_api.h"
+#include "torch_device.h"
 #include "virtual_grid.h"
 
 #include <c10/core/GradMode.h>
@@ -20,7 +19,6 @@ namespace {
 
 using detail::device_address;
 using detail::DeviceScope;
-using detail::kind_name;
 
 std::string hex(uint64_t v) {
   std::ostringstream os;
@@ -92,15 +90,14 @@ std::string range_of(TypeCode code) {
   }
 }
 
-}  // namespace
-
-void Dispatcher::check_pointee(size_t i, const Specialization::Slot& slot, const ArgSig& sig,
-                               const Arg& a, uintptr_t address) const {
+// Checks one pointer argument's address and size against the slot's pointee.
+void check_pointee(const KernelDecl& decl, size_t i, const Specialization::Slot& slot,
+                   const ArgSig& sig, const Arg& a, uintptr_t address) {
   const uint32_t align = slot.pointee_align, size = slot.pointee_size;
-  const Param& p = decl_->params[i];
+  const Param& p = decl.params[i];
   if (a.kind == ArgKind::kAddress) {
     if (align > 1 && address % align != 0)
-      fail_value(i, "points to `" + p.element + "` (" + std::to_string(size) + " bytes, " +
+      detail::param_value_error(decl, i, "points to `" + p.element + "` (" + std::to_string(size) + " bytes, " +
                         std::to_string(align) + "-byte aligned) and needs a " +
                         std::to_string(align) + "-byte aligned address; got cj.DevicePointer(" +
                         hex(address) + "), " + std::to_string(address % align) + " bytes past a " +
@@ -117,7 +114,7 @@ void Dispatcher::check_pointee(size_t i, const Specialization::Slot& slot, const
                               " elements that starts at a multiple of " + std::to_string(lanes) +
                               " elements of its storage (a fresh tensor is aligned)."
                         : "Its bytes must hold whole `" + p.element + "` values.";
-  fail_value(i, "points to `" + p.element + "` and needs a tensor whose data is " +
+  detail::param_value_error(decl, i, "points to `" + p.element + "` and needs a tensor whose data is " +
                     std::to_string(align) + "-byte aligned and whose size is a multiple of " +
                     std::to_string(size) + " bytes; got a " + dtype_name(sig.dtype) +
                     " tensor of " + std::to_string(t.numel()) + " elements (" +
@@ -128,7 +125,9 @@ void Dispatcher::check_pointee(size_t i, const Specialization::Slot& slot, const
                     ". " + fix);
 }
 
-void Dispatcher::check_pointees(const Specialization& spec, const Arg* args, size_t n) const {
+}  // namespace
+
+void check_pointees(const KernelDecl& decl, const Specialization& spec, const Arg* args, size_t n) {
   TORCH_INTERNAL_ASSERT(n == spec.slots.size(), "argument count changed after keying");
   for (size_t i = 0; i < n; ++i) {
     const Specialization::Slot& slot = spec.slots[i];
@@ -137,176 +136,17 @@ void Dispatcher::check_pointees(const Specialization& spec, const Arg* args, siz
     const uintptr_t address = args[i].kind == ArgKind::kAddress
                                   ? static_cast<uintptr_t>(args[i].u)
                                   : reinterpret_cast<uintptr_t>(args[i].tensor->data_ptr());
-    check_pointee(i, slot, spec.key.args[i], args[i], address);
+    check_pointee(decl, i, slot, spec.key.args[i], args[i], address);
   }
 }
 
 namespace {
 
-// The tasks (elements) one thread of a forall launch covers. A cj::elementwise kernel whose
-// tensor arguments all take its vector loop (contiguous and 16-byte aligned) gets whole 16-byte
-// vectors: one step of the loop (kElementwiseVectors each) while the bytes the launch moves fit
-// in L2, where fewer threads with more loads in flight win; one vector each once they do not,
-// where the finer blocks keep every multiprocessor streaming from HBM to the end
-// (benchmarks/RESULTS.md, the sweep's vec1 and pass rows). Any other kernel: one task.
-int64_t tasks_per_thread(TaskLoop loop, const SpecKey& key, int64_t tasks, int64_t l2_bytes) {
-  if (loop != TaskLoop::kElementwise) return 1;
-  size_t widest = 0, bytes_per_task = 0;
-  for (uint32_t i = 0; i < key.size; ++i) {
-    const ArgSig& a = key.args[i];
-    if (a.kind != ArgKind::kTensor) continue;
-    if ((a.flags & (kContiguousFlag | kAligned16Flag)) != (kContiguousFlag | kAligned16Flag)) return 1;
-    widest = std::max(widest, type_size(a.dtype));
-    bytes_per_task += type_size(a.dtype);
-  }
-  if (widest == 0 || widest >= 16) return 1;
-  const auto lanes = static_cast<int64_t>(16 / widest);
-  // tasks * bytes_per_task without overflow: every tensor holds at most INT64_MAX bytes.
-  const bool streams = tasks > l2_bytes / static_cast<int64_t>(bytes_per_task);
-  return streams ? lanes : kElementwiseVectors * lanes;
-}
-
-}  // namespace
-
-namespace {
-std::atomic<BlockingRunner> g_blocking_runner{nullptr};
-}  // namespace
-
-void set_blocking_runner(BlockingRunner runner) { g_blocking_runner.store(runner); }
-
-void detail::run_blocking(const std::function<void()>& work) {
-  if (BlockingRunner runner = g_blocking_runner.load())
-    runner(work);
-  else
-    work();
-}
-
-LaunchConfig Dispatcher::forall_launch(Specialization& spec, int device, LaunchConfig cfg,
-                                       int* blocks_per_sm) {
-  int block = 0;
-  {
-    DeviceScope scope(device);
-    const std::pair<int, int> shape = spec.loaded().forall_block(device);
-    block = shape.first;
-    if (blocks_per_sm != nullptr) *blocks_per_sm = shape.second;
-  }
-  const int64_t per_thread = tasks_per_thread(def_->task_loop(), spec.key, cfg.forall_tasks,
-                                              device_limits(device).l2_cache_bytes);
-  const int64_t threads = (cfg.forall_tasks - 1) / per_thread + 1;
-  int64_t grid = (threads - 1) / block + 1;  // no overflow near INT64_MAX
-  constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
-  if (def_->grid_strides()) grid = std::min(grid, kMaxGridX);
-  cfg.grid = {grid, 1, 1};
-  cfg.block = {block, 1, 1};
-  cfg.forall_tasks = 0;
-  return cfg;
-}
-
-bool Dispatcher::writes_disjoint(const Specialization& spec, const Arg* args, size_t n) const {
-  struct Range {
-    uintptr_t begin, end;
-    bool written;
-  };
-  Range ranges[kMaxParams];
-  size_t count = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const Arg& a = args[i];
-    // A cj.DevicePointer's extent is unknown, and an extension's bytes may hold pointers.
-    if ((a.kind == ArgKind::kAddress && a.u != 0) || a.kind == ArgKind::kBytes) return false;
-    const PackOp op = spec.slots[i].op;
-    if (a.kind != ArgKind::kTensor || (op != PackOp::kArray && op != PackOp::kPointer)) continue;
-    const at::Tensor& t = *a.tensor;
-    // Pinned host memory is reached through another address: not worth a driver call here.
-    if (!t.is_cuda()) return false;
-    if (t.numel() == 0) continue;
-    // The bytes the view spans: its last element is at sum((size - 1) * stride).
-    int64_t last = 0;
-    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-    const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr());
-    ranges[count++] = {begin, begin + static_cast<uintptr_t>((last + 1) * t.element_size()),
-                       spec.slots[i].written};
-  }
-  for (size_t i = 0; i < count; ++i)
-    for (size_t j = i + 1; j < count; ++j)
-      if ((ranges[i].written || ranges[j].written) && ranges[i].begin < ranges[j].end &&
-          ranges[j].begin < ranges[i].end)
-        return false;
-  return true;
-}
-
-Dispatcher::ForallPlan Dispatcher::plan_forall(Specialization& spec, const Arg* args, size_t n,
-                                               int device, const LaunchConfig& cfg) {
-  int per_sm = 0;
-  ForallPlan plan{&spec, forall_launch(spec, device, cfg, &per_sm)};
-  if (!def_->virtual_grid_refusal().empty() || spec.virtual_blocks > 0) return plan;
-  if (cfg.shared_mem != 0) {
-    plan.plain_because = "dynamic shared memory belongs to physical blocks";
-    return plan;
-  }
-  // Fewer physical blocks than the device holds at once would leave multiprocessors idle.
-  const int blocks = virtual_blocks_for(spec.key);
-  const int multiprocessors = device_limits(device).multiprocessors;
-  const int64_t wave = int64_t(per_sm) * multiprocessors;
-  if (plan.cfg.grid[0] < blocks * wave) {
-    plan.plain_because = "the plain grid fills the GPU fewer times than a physical block would "
-                         "run virtual blocks";
-    return plan;
-  }
-  if (!writes_disjoint(spec, args, n)) {
-    plan.plain_because = "a tensor the kernel may write overlaps another argument, or an "
-                         "argument's extent is unknown (a cj.DevicePointer, extension bytes, "
-                         "pinned host memory)";
-    return plan;
-  }
-  if (!spec.virtual_looked_up.load(std::memory_order_acquire)) {
-    // The runner may release the GIL; it must do so before call_once waits on another thread's
-    // compile, or that thread could not take the GIL back to return.
-    detail::run_blocking([&] {
-      std::call_once(spec.virtual_once, [&] { spec.virtual_variant = get_virtual(spec.key); });
-    });
-    spec.virtual_looked_up.store(true, std::memory_order_release);
-  }
-  Specialization* v = spec.virtual_variant.get();
-  if (v == nullptr) return plan;
-  // The kernel sees a grid of `virtual_grid` blocks of kVirtualBlockThreads threads, which must
-  // fit the unsigned int blockIdx.x it reads.
-  constexpr int block = kVirtualBlockThreads;
-  const int64_t virtual_grid = virtual_grid_blocks(cfg.forall_tasks);
-  if (virtual_grid > int64_t{0xffffffff}) {
-    plan.plain_because = "the virtual grid would have more blocks than blockIdx.x counts";
-    return plan;
-  }
-  plan.spec = v;
-  plan.cfg.grid = {(virtual_grid - 1) / v->virtual_blocks + 1, 1, 1};
-  plan.cfg.block = {block, 1, 1};
-  plan.cfg.virtual_tasks = cfg.forall_tasks;
-  plan.cfg.prefetch_mask = prefetch_mask(*v, args, cfg.forall_tasks);
-  if (plan.cfg.prefetch_mask != 0)
-    plan.cfg.prefetch_ahead =
-        static_cast<uint32_t>(kPrefetchBlocksPerMultiprocessor * multiprocessors);
-  return plan;
-}
-
-uint32_t Dispatcher::prefetch_mask(const Specialization& v, const Arg* args, int64_t tasks) const {
-  if (v.key.arch < 90) return 0;
-  uint32_t mask = 0;
-  for (size_t j = 0; j < v.companions.size() && j < size_t{kMaxPrefetched}; ++j) {
-    const uint32_t i = v.companions[j];
-    if (v.slots[i].written) continue;
-    const at::Tensor& t = *args[i].tensor;
-    if (t.element_size() <= 2 && t.numel() == tasks && t.is_contiguous()) mask |= 1u << j;
-  }
-  return mask;
-}
-
-void Dispatcher::launch_forall(Specialization& spec, const Arg* args, size_t n, int device,
-                               const LaunchConfig& cfg) {
-  const ForallPlan plan = plan_forall(spec, args, n, device, cfg);
-  launch(*plan.spec, args, n, device, plan.cfg);
-}
-
-void Dispatcher::pack_virtual(const Specialization& spec, size_t n, char* buf, void** ptrs,
-                              const LaunchConfig& cfg) const {
+// The parameters a virtual-grid wrapper takes after the kernel's: the companions' data
+// pointers (Specialization::companions), then the virtual grid's size (from the plan's task
+// count), the task count, the plan's prefetch mask and distance.
+void pack_virtual(const Specialization& spec, size_t n, char* buf, void** ptrs,
+                  const LaunchPlan& cfg) {
   const int64_t virtual_grid = virtual_grid_blocks(cfg.virtual_tasks);
   TORCH_INTERNAL_ASSERT(cfg.virtual_tasks > 0 && virtual_grid <= int64_t{0xffffffff},
                         "a virtual-grid launch without its task count, or with too many");
@@ -328,27 +168,29 @@ void Dispatcher::pack_virtual(const Specialization& spec, size_t n, char* buf, v
   *p++ = dst + 16;
 }
 
-void Dispatcher::check_config(LoadedKernel& kernel, int device, const LaunchConfig& cfg) {
+// Checks a launch configuration against the device and the kernel's limits, raising the
+// dynamic shared memory limit when a launch asks for more (the launch's first step).
+void check_config(const KernelDecl& decl, LoadedKernel& kernel, int device, const LaunchPlan& cfg) {
   const KernelDeviceState& state = kernel.device_state(device);
   const DeviceLimits& lim = device_limits(device);
   for (int d = 0; d < 3; ++d) {
     TORCH_CHECK_VALUE(cfg.block[d] >= 1 && cfg.block[d] <= lim.max_block[d],
-                      "torch_cudajit: block dimension ", "xyz"[d], " of kernel '", decl_->name,
+                      "torch_cudajit: block dimension ", "xyz"[d], " of kernel '", decl.name,
                       "' is ", cfg.block[d], "; this device allows 1 to ", lim.max_block[d], ".");
     TORCH_CHECK_VALUE(cfg.grid[d] >= 1 && cfg.grid[d] <= lim.max_grid[d],
-                      "torch_cudajit: grid dimension ", "xyz"[d], " of kernel '", decl_->name,
+                      "torch_cudajit: grid dimension ", "xyz"[d], " of kernel '", decl.name,
                       "' is ", cfg.grid[d], "; this device allows 1 to ", lim.max_grid[d],
                       ". Use more threads per block or a grid-stride loop.");
   }
   const int64_t threads = cfg.block[0] * cfg.block[1] * cfg.block[2];
   TORCH_CHECK_VALUE(threads <= state.max_threads_per_block, "torch_cudajit: block of kernel '",
-                    decl_->name, "' has ", threads, " threads (", cfg.block[0], "x", cfg.block[1],
+                    decl.name, "' has ", threads, " threads (", cfg.block[0], "x", cfg.block[1],
                     "x", cfg.block[2], "); this kernel allows at most ",
                     state.max_threads_per_block, " on this device.");
   if (cfg.shared_mem > state.dynamic_shared_limit) {
     const int64_t available = lim.max_shared_optin - state.static_shared;
     TORCH_CHECK_VALUE(cfg.shared_mem >= 0 && cfg.shared_mem <= available,
-                      "torch_cudajit: kernel '", decl_->name, "' asks for ", cfg.shared_mem,
+                      "torch_cudajit: kernel '", decl.name, "' asks for ", cfg.shared_mem,
                       " bytes of dynamic shared memory; this device allows at most ", available,
                       " (", lim.max_shared_optin, " per block minus ", state.static_shared,
                       " static).");
@@ -358,8 +200,10 @@ void Dispatcher::check_config(LoadedKernel& kernel, int device, const LaunchConf
                     cfg.shared_mem);
 }
 
-void Dispatcher::pack(const Specialization& spec, const Arg* args, size_t n, char* buf,
-                      void** ptrs) const {
+// Packs the arguments into the parameter buffer `buf`, with a pointer to each parameter in
+// `ptrs` (numbers converted to the declared types and range-checked, pointees checked).
+void pack(const KernelDecl& decl, const Specialization& spec, const Arg* args, size_t n,
+          char* buf, void** ptrs) {
   for (size_t i = 0; i < n; ++i) {
     const Specialization::Slot& slot = spec.slots[i];
     const Arg& a = args[i];
@@ -378,13 +222,13 @@ void Dispatcher::pack(const Specialization& spec, const Arg* args, size_t n, cha
       case PackOp::kPointer: {
         void* address = device_address(*a.tensor);
         if (slot.pointee_align != 0)
-          check_pointee(i, slot, spec.key.args[i], a, reinterpret_cast<uintptr_t>(address));
+          check_pointee(decl, i, slot, spec.key.args[i], a, reinterpret_cast<uintptr_t>(address));
         store(dst, address);
         break;
       }
       case PackOp::kAddress:
         if (slot.pointee_align != 0)
-          check_pointee(i, slot, spec.key.args[i], a, static_cast<uintptr_t>(a.u));
+          check_pointee(decl, i, slot, spec.key.args[i], a, static_cast<uintptr_t>(a.u));
         store(dst, a.u);
         break;
       case PackOp::kTensorScalar: {
@@ -396,7 +240,7 @@ void Dispatcher::pack(const Specialization& spec, const Arg* args, size_t n, cha
         } else if (is_floating(slot.code)) {
           store_real(dst, slot.code, v.toDouble(), 0.0);
         } else if (!store_integer(dst, slot.code, v.toLong(), 0, false)) {
-          fail_value(i, "got a 0-d tensor whose value does not fit.");
+          detail::param_value_error(decl, i, "got a 0-d tensor whose value does not fit.");
         }
         break;
       }
@@ -404,7 +248,7 @@ void Dispatcher::pack(const Specialization& spec, const Arg* args, size_t n, cha
       case PackOp::kBool:
         if (!store_integer(dst, slot.code, a.i, a.u, a.big_unsigned)) {
           std::string v = a.big_unsigned ? std::to_string(a.u) : std::to_string(a.i);
-          fail_value(i, "is " + std::string(dtype_name(slot.code)) + " with range " +
+          detail::param_value_error(decl, i, "is " + std::string(dtype_name(slot.code)) + " with range " +
                             range_of(slot.code) + "; the Python int " + v + " does not fit.");
         }
         break;
@@ -413,7 +257,7 @@ void Dispatcher::pack(const Specialization& spec, const Arg* args, size_t n, cha
       case PackOp::kTag: break;  // an empty struct: its value is in its type
       case PackOp::kBytes:
         if (a.nbytes != slot.size)
-          fail_param(i, "is " + std::to_string(slot.size) + " bytes; the extension gave " +
+          detail::param_type_error(decl, i, "is " + std::to_string(slot.size) + " bytes; the extension gave " +
                             std::to_string(a.nbytes) + ".");
         std::memcpy(dst, a.bytes, a.nbytes);
         break;
@@ -421,11 +265,13 @@ void Dispatcher::pack(const Specialization& spec, const Arg* args, size_t n, cha
   }
 }
 
-void Dispatcher::launch_cooperative(LoadedKernel& kernel, int device, const LaunchConfig& cfg,
-                                    CUstream stream, void** ptrs) {
+// A cuLaunchCooperativeKernel of a kernel with a grid-wide barrier, after checking that the
+// whole grid can be resident at once.
+void launch_cooperative(const KernelDecl& decl, LoadedKernel& kernel, int device,
+                        const LaunchPlan& cfg, CUstream stream, void** ptrs) {
   // A grid-wide barrier needs every block resident at once: a larger grid would hang.
   const DeviceLimits& lim = device_limits(device);
-  TORCH_CHECK_VALUE(lim.cooperative_launch, "torch_cudajit: kernel '", decl_->name,
+  TORCH_CHECK_VALUE(lim.cooperative_launch, "torch_cudajit: kernel '", decl.name,
                     "' synchronizes the whole grid, but device ", device,
                     " does not support cooperative launches.");
   const int64_t threads = cfg.block[0] * cfg.block[1] * cfg.block[2];
@@ -433,7 +279,7 @@ void Dispatcher::launch_cooperative(LoadedKernel& kernel, int device, const Laun
   const int per_sm = kernel.max_active_blocks_per_sm(static_cast<int>(threads),
                                                      static_cast<size_t>(cfg.shared_mem));
   const int64_t max_blocks = int64_t(per_sm) * lim.multiprocessors;
-  TORCH_CHECK_VALUE(blocks <= max_blocks, "torch_cudajit: kernel '", decl_->name,
+  TORCH_CHECK_VALUE(blocks <= max_blocks, "torch_cudajit: kernel '", decl.name,
                     "' synchronizes the whole grid, so all its blocks must be resident at "
                     "once; the grid has ", blocks, " blocks but at most ", max_blocks, " (",
                     per_sm, " per SM x ", lim.multiprocessors, " SMs) fit with ", threads,
@@ -446,19 +292,21 @@ void Dispatcher::launch_cooperative(LoadedKernel& kernel, int device, const Laun
            ptrs);
 }
 
-void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int device,
-                        const LaunchConfig& cfg) {
+}  // namespace
+
+void launch_specialization(const KernelDefinition& definition, Specialization& spec,
+                           const Arg* args, size_t n, int device, const LaunchPlan& cfg) {
   TORCH_INTERNAL_ASSERT(n == spec.slots.size(), "argument count changed after keying");
-  TORCH_INTERNAL_ASSERT(cfg.forall_tasks == 0, "a forall configuration reached launch(spec)");
+  const KernelDecl& decl = definition.decl();
   DeviceScope scope(device);
   LoadedKernel& kernel = spec.loaded();
-  check_config(kernel, device, cfg);
+  check_config(decl, kernel, device, cfg);
   const bool track_writes = spec.writes_tensors;
   if (track_writes && c10::GradMode::is_enabled()) {
     for (size_t i = 0; i < n; ++i)
       if (spec.slots[i].written)
-        check_write_untracked(*args[i].tensor, decl_->name,
-                              "parameter '" + decl_->params[i].name + "'");
+        check_write_untracked(*args[i].tensor, decl.name,
+                              "parameter '" + decl.params[i].name + "'");
   }
   // Pack the parameters. Small kernels (nearly all) use the stack.
   alignas(16) char small[1024];
@@ -470,19 +318,19 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
   }
   // The kernel's parameters, then a virtual-grid wrapper's companions, grid and prefetch.
   void* ptrs[2 * kMaxParams + 4];
-  pack(spec, args, n, buf, ptrs);
+  pack(decl, spec, args, n, buf, ptrs);
   if (spec.virtual_blocks > 0) pack_virtual(spec, n, buf, ptrs, cfg);
   CUstream stream = cfg.has_stream ? cfg.stream : detail::current_cuda_stream(device);
   // Debug mode: clear the failure record on the launch's stream, so that a failure recorded
   // by an earlier launch (another stream, a graph replay) is never reported for this one.
   std::pair<CUdeviceptr, size_t> debug_record{0, 0};
-  if (options_.compile.debug) {
+  if (definition.options().compile.debug) {
     debug_record = kernel.library().global("cj_debug_record");
     if (debug_record.first != 0)
       CJ_CHECK(cuMemsetD8Async, debug_record.first, 0, debug_record.second, stream);
   }
-  if (cooperative()) {
-    launch_cooperative(kernel, device, cfg, stream, ptrs);
+  if (definition.cooperative()) {
+    launch_cooperative(decl, kernel, device, cfg, stream, ptrs);
   } else {
     CJ_CHECK(cuLaunchKernel, reinterpret_cast<CUfunction>(kernel.handle()),
              static_cast<unsigned>(cfg.grid[0]), static_cast<unsigned>(cfg.grid[1]),
@@ -494,40 +342,8 @@ void Dispatcher::launch(Specialization& spec, const Arg* args, size_t n, int dev
     for (size_t i = 0; i < n; ++i)
       if (spec.slots[i].written) bump_written_version(*args[i].tensor);
   }
-  if (debug_record.first != 0) check_debug_record(debug_record.first, debug_record.second, stream);
-}
-
-Arg scalar_arg(const c10::Scalar& s) {
-  Arg a;
-  if (s.isBoolean()) {
-    a.kind = ArgKind::kBool;
-    a.i = s.toBool();
-  } else if (s.isIntegral(/*includeBool=*/false)) {
-    a.kind = ArgKind::kInt;
-    a.i = s.toLong();
-  } else if (s.isComplex()) {
-    a.kind = ArgKind::kComplex;
-    auto c = s.toComplexDouble();
-    a.d = c.real();
-    a.imag = c.imag();
-  } else {
-    a.kind = ArgKind::kFloat;
-    a.d = s.toDouble();
-  }
-  return a;
-}
-
-Arg tensor_arg(const at::Tensor& t) {
-  Arg a;
-  if (t.defined() && t.dim() == 0 && t.is_cpu() && t.is_floating_point() && !t.is_pinned()) {
-    a.kind = ArgKind::kFloat;
-    a.d = t.item<double>();
-    a.host_scalar = &t;
-  } else {
-    a.kind = ArgKind::kTensor;
-    a.tensor = &t;
-  }
-  return a;
+  if (debug_record.first != 0)
+    detail::check_debug_record(decl.name, debug_record.first, debug_record.second, stream);
 }
 
 void check_write_untracked(const at::Tensor& t, const std::string& kernel, const std::string& what) {
@@ -538,14 +354,26 @@ void check_write_untracked(const at::Tensor& t, const std::string& kernel, const
               "torch.autograd.Function that defines backward.");
 }
 
-void Dispatcher::launch(const Arg* args, size_t n, const LaunchConfig& cfg) {
-  int device = 0;
-  SpecKey key = make_key(args, n, &device);
-  std::shared_ptr<Specialization> spec = get(key);
-  TORCH_CHECK_VALUE(cfg.forall_tasks >= 0, "torch_cudajit: a forall launch of kernel '",
-                    decl_->name, "' needs ntasks >= 1, got ", cfg.forall_tasks, ".");
-  if (cfg.forall_tasks > 0) return launch_forall(*spec, args, n, device, cfg);
-  launch(*spec, args, n, device, cfg);
+
+LaunchPlan LaunchPlan::of(const LaunchRequest& request) {
+  TORCH_INTERNAL_ASSERT(request.forall_tasks == 0, "a forall request has no plan of its own");
+  LaunchPlan plan;
+  plan.grid = request.grid;
+  plan.block = request.block;
+  plan.shared_mem = request.shared_mem;
+  plan.has_stream = request.has_stream;
+  plan.stream = request.stream;
+  return plan;
+}
+
+std::array<int64_t, 3> launch_dims(c10::IntArrayRef extents, const char* what,
+                                   const std::string& kernel) {
+  TORCH_CHECK_VALUE(!extents.empty() && extents.size() <= 3, "torch_cudajit: ", what,
+                    " must be an int or a tuple of 1 to 3 ints, got ", extents.size(),
+                    " values (", extents, ") for kernel '", kernel, "'.");
+  std::array<int64_t, 3> d{1, 1, 1};
+  std::copy(extents.begin(), extents.end(), d.begin());
+  return d;
 }
 
 }  // namespace torch_cudajit

@@ -1,8 +1,6 @@
 // torch_cudajit: finding and opening libclang (see libclang.h).
 #include "libclang.h"
 
-#include "frontend.h"
-
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>

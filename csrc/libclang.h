@@ -111,3 +111,20 @@ const LibclangApi& libclang();
 std::string take(CXString s);
 
 }  // namespace torch_cudajit::detail
+
+namespace torch_cudajit {
+
+/// Uses this libclang shared library (the Python package passes the `libclang` wheel's copy).
+/// TORCH_CUDAJIT_LIBCLANG, when set, still comes first.
+void set_libclang_path(const std::string& path);
+
+/// The libclang the loader would open first, by path, size and time, computed without loading
+/// it; "" when it can only be named by a bare library name (or none is found). A reflection
+/// record keeps the identity it was read with: another libclang reads the source again, and a
+/// process with none to be found uses the record (reading.h).
+std::string libclang_identity();
+
+/// The loaded libclang's version string ("clang version 18.1.1 ..."); loads it if needed.
+std::string libclang_version();
+
+}  // namespace torch_cudajit

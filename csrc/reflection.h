@@ -101,14 +101,6 @@ struct KernelDecl {
   std::string rewritten_template_header() const;
 };
 
-/// Replaces comments, string and character literals and preprocessor lines by spaces,
-/// keeping every other character (and every newline) at its offset.
-std::string mask_source(const std::string& source);
-
-/// Replaces comments alone by spaces, as mask_source does; string and character literals (inline
-/// PTX) and preprocessor lines are kept.
-std::string mask_comments(const std::string& source);
-
 struct FrontendReads;
 
 /// Finds all __global__ functions of a source, preprocessed with `args` (frontend_args: the

@@ -1,7 +1,6 @@
-// torch_cudajit: masked source text and its tokens (see tokens.h; mask_source in reflection.h).
+// torch_cudajit: masked source text and its tokens (see tokens.h).
 #include "tokens.h"
 
-#include "reflection.h"
 
 #include <algorithm>
 #include <cctype>

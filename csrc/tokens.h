@@ -8,6 +8,18 @@
 #include <utility>
 #include <vector>
 
+namespace torch_cudajit {
+
+/// Replaces comments, string and character literals and preprocessor lines by spaces,
+/// keeping every other character (and every newline) at its offset.
+std::string mask_source(const std::string& source);
+
+/// Replaces comments alone by spaces, as mask_source does; string and character literals (inline
+/// PTX) and preprocessor lines are kept.
+std::string mask_comments(const std::string& source);
+
+}  // namespace torch_cudajit
+
 namespace torch_cudajit::detail {
 
 /// One token of masked text.

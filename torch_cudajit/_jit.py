@@ -95,7 +95,7 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
                   template_args=_template_args(template_args), cache=cache, link=link_files,
                   cooperative=cooperative)
     # The source is read once; each of its kernels is one definition on it, which the Python
-    # Kernel, its TorchScript object and its dispatcher share.
+    # Kernel, its TorchScript object and its runtime share.
     program = _C.Program(source, filename, opts, std, cache=cache)
     names = program.kernel_names
     if name is None and not names:

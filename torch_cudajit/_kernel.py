@@ -46,17 +46,16 @@ class Kernel(_Launch, _Scriptable):
     def __init__(self, definition, extensions: Sequence = ()):
         """A kernel of a ``_C.KernelDefinition`` (``jit`` makes them)."""
         self._setup(definition, extensions)
-        # The kernel's TorchScript object (torch.classes.cudajit.Kernel) holds the same
-        # definition and owns the dispatcher: eager launches, torch.compile graphs and scripted
-        # modules share compiled code.
-        self._script_object = definition.script_object()
-        self._core = _C.dispatcher_of(self._script_object)
+        # The kernel's runtime, shared by its TorchScript object (torch.classes.cudajit.Kernel):
+        # eager launches, torch.compile graphs and scripted modules share compiled code.
+        self._core = definition.runtime()
+        self._script_object = self._core.script_object()
         # torch.jit.script types a Kernel attribute of a module as the script class (cheap, and
         # repeated because torch.jit's registry can be cleared).
         torch.jit._state._script_classes[Kernel] = self._script_object._type()
 
     def _setup(self, definition, extensions: Sequence) -> None:
-        """What every kernel has besides its dispatcher (_core): all of it read from the
+        """What every kernel has besides its runtime (_core): all of it read from the
         definition, which computed each parameter's binding once."""
         self._definition = definition
         self._name = definition.name

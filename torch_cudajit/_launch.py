@@ -52,7 +52,7 @@ class ForallPlan(NamedTuple):
 class _Launch:
     """Shared launch machinery of Kernel and SpecializedKernel."""
 
-    _core: "_C.Dispatcher"
+    _core: "_C.KernelRuntime"
     _fixed = None
 
     def __getitem__(self, config):

@@ -23,7 +23,7 @@ class PrebuiltKernel(Kernel):
         self._image = image
         self._lowered_name = lowered_name
         self._cooperative = cooperative
-        self._core = definition.dispatcher()
+        self._core = definition.runtime()
         self._script_object = None
 
     @property

@@ -64,7 +64,7 @@ def _portable(value):
 
 def _compile_in_worker(definition, args_list, arch, cache_settings):
     """Compiles one batch (a list of argument tuples) in a worker: (programs, entries) as
-    Dispatcher.compile_serialized returns them, or (None, None) when it fails."""
+    KernelRuntime.compile_serialized returns them, or (None, None) when it fails."""
     from ._loader import _C
     from ._kernel import Kernel
     try:

@@ -4,6 +4,7 @@
 
 #include "op_call.h"
 
+#include "../kernel_runtime.h"
 
 #include <torch/custom_class.h>
 
@@ -11,14 +12,6 @@
 
 namespace torch_cudajit {
 namespace {
-
-std::array<int64_t, 3> dims3(c10::IntArrayRef v, const char* what, const std::string& kernel) {
-  TORCH_CHECK_VALUE(!v.empty() && v.size() <= 3, "torch_cudajit: ", what, " of kernel '", kernel,
-                    "' must have 1 to 3 entries, got ", v.size(), " (", v, ").");
-  std::array<int64_t, 3> d{1, 1, 1};
-  for (size_t i = 0; i < v.size(); ++i) d[i] = v[i];
-  return d;
-}
 
 // The values of the script object's launch methods: None, or a list of numbers (ints, floats,
 // bools, complex numbers) and, for `auto` parameters, tensors. launch_values_through_op checks
@@ -34,7 +27,10 @@ std::vector<c10::IValue> values_of(const c10::IValue& v, const std::string& kern
 }  // namespace
 
 KernelObject::KernelObject(std::shared_ptr<const KernelDefinition> definition)
-    : def_(std::move(definition)), dispatcher_(std::make_shared<Dispatcher>(def_)) {}
+    : KernelObject(std::make_shared<KernelRuntime>(std::move(definition))) {}
+
+KernelObject::KernelObject(std::shared_ptr<KernelRuntime> runtime)
+    : def_(runtime->definition_ptr()), runtime_(std::move(runtime)) {}
 
 KernelObject::KernelObject(std::string source, const std::string& name, KernelOptions options,
                            std::string filename)
@@ -142,17 +138,17 @@ void check_op_arguments(const KernelObject& k, const std::optional<at::Tensor>* 
 
 // The launch configuration of the op's grid, block and shared memory; block [0] is a forall
 // launch of grid[0] tasks.
-LaunchConfig op_config(c10::IntArrayRef grid, c10::IntArrayRef block, int64_t shared_mem,
-                       const std::string& name) {
-  LaunchConfig cfg;
+LaunchRequest op_request(c10::IntArrayRef grid, c10::IntArrayRef block, int64_t shared_mem,
+                         const std::string& name) {
+  LaunchRequest cfg;
   if (block.size() == 1 && block[0] == 0) {
     TORCH_CHECK_VALUE(grid.size() == 1 && grid[0] >= 1, "torch_cudajit: a forall launch of "
                       "kernel '", name, "' (block [0]) takes grid [ntasks] with ntasks >= 1, "
                       "got ", grid, ".");
     cfg.forall_tasks = grid[0];
   } else {
-    cfg.grid = dims3(grid, "grid", name);
-    cfg.block = dims3(block, "block", name);
+    cfg.grid = launch_dims(grid, "grid", name);
+    cfg.block = launch_dims(block, "block", name);
   }
   cfg.shared_mem = shared_mem;
   return cfg;
@@ -185,7 +181,7 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
       ++o;
     }
   };
-  const auto& params = dispatcher_->decl().params;
+  const auto& params = def_->decl().params;
   for (size_t i = 0; i < roles().size(); ++i) {
     const ParamRole role = roles()[i];
     if (role == ParamRole::kOutput || role == ParamRole::kInput) {
@@ -222,7 +218,7 @@ void KernelObject::launch(const std::optional<at::Tensor>* const* slots, at::Ten
                     "torch_cudajit: cudajit::launch of kernel '", name(), "': kinds '", kinds,
                     "' uses ", next_int, " of the ", ints.size(), " ints and ", next_float,
                     " of the ", floats.size(), " floats given.");
-  dispatcher_->launch(args, roles().size(), op_config(grid, block, shared_mem, name()));
+  runtime_->launch(args, roles().size(), op_request(grid, block, shared_mem, name()));
 }
 
 void launch_values_through_op(const c10::intrusive_ptr<KernelObject>& kernel,
@@ -230,7 +226,7 @@ void launch_values_through_op(const c10::intrusive_ptr<KernelObject>& kernel,
                               at::TensorList tensors, c10::ArrayRef<c10::IValue> values,
                               int64_t shared_mem) {
   const auto& roles = kernel->roles();
-  const auto& params = kernel->dispatcher().decl().params;
+  const auto& params = kernel->definition().decl().params;
   size_t n_tensors = 0;
   for (ParamRole r : roles) n_tensors += r == ParamRole::kOutput || r == ParamRole::kInput;
   TORCH_CHECK_TYPE(tensors.size() == n_tensors && values.size() == roles.size() - n_tensors,

@@ -1,9 +1,9 @@
 // torch_cudajit: the TorchScript custom class torch.classes.cudajit.Kernel. It holds a kernel's
-// definition (definition.h), pickles as the definition's state, and owns the Dispatcher that
-// compiles and launches it. The cudajit::launch op takes one as its first argument.
+// definition (definition.h), pickles as the definition's state, and shares the KernelRuntime
+// that compiles and launches it. The cudajit::launch op takes one as its first argument.
 #pragma once
 
-#include "../dispatcher.h"
+#include "../definition.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -17,6 +17,8 @@
 #include <vector>
 
 namespace torch_cudajit {
+
+class KernelRuntime;
 
 // How the op family passes one kernel parameter follows its ParamRole (reflection.h): tensors
 // the kernel may write go in the op's mutable output slots, read-only tensors (const element
@@ -45,15 +47,18 @@ struct OpNumbers {
   void add_tensor() { kinds += 't'; }
 };
 
-/// A kernel as a TorchScript object: the Dispatcher of a KernelDefinition, which it shares with
-/// the Python Kernel (and any other holder of the definition).
+/// A kernel as a TorchScript object: the KernelRuntime of a KernelDefinition, which it shares
+/// with the Python Kernel (and any other holder of the definition).
 class KernelObject : public torch::CustomClassHolder {
  public:
   /// What pickling keeps (KernelDefinition::State). Archives written before the reflection was
   /// kept (11 fields) still load; their source is read again.
   using State = KernelDefinition::State;
 
+  /// A new runtime of `definition`.
   explicit KernelObject(std::shared_ptr<const KernelDefinition> definition);
+  /// The object of an existing runtime (the Python Kernel's), sharing its compiled code.
+  explicit KernelObject(std::shared_ptr<KernelRuntime> runtime);
   /// A new definition: the kernel `name` of `source`, read with the options' preprocessor flags.
   KernelObject(std::string source, const std::string& name, KernelOptions options,
                std::string filename = "kernel.cu");
@@ -74,9 +79,7 @@ class KernelObject : public torch::CustomClassHolder {
   const std::string& fingerprint() const { return def_->fingerprint(); }
   /// The role of each parameter, in declaration order.
   const std::vector<ParamRole>& roles() const { return def_->roles(); }
-  Dispatcher& dispatcher() { return *dispatcher_; }
-  /// The Python Kernel shares this dispatcher, so both launch paths share compiled code.
-  const std::shared_ptr<Dispatcher>& dispatcher_ptr() const { return dispatcher_; }
+  KernelRuntime& runtime() { return *runtime_; }
 
   /// Binds the op's arguments to the parameters and launches on the current stream (see the
   /// schema in schemas.cpp for the numbers' encoding, scalar_tensors and block [0], a forall
@@ -90,7 +93,7 @@ class KernelObject : public torch::CustomClassHolder {
 
  private:
   std::shared_ptr<const KernelDefinition> def_;
-  std::shared_ptr<Dispatcher> dispatcher_;
+  std::shared_ptr<KernelRuntime> runtime_;
 };
 
 /// Registers torch.classes.cudajit.Kernel once. Every registration block calls it first:

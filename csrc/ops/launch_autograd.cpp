@@ -3,7 +3,7 @@
 //
 // Autograd's rules for what a kernel writes (refuse a write into a tensor that requires grad
 // while grad mode is on; bump the version counter of every written tensor) live in
-// Dispatcher::launch, which every launch path ends in: eager launches, this op (in inference
+// launch_specialization (launch.h), which every launch path ends in: eager launches, this op (in inference
 // mode too, where this kernel does not run) and the C++ API. torch.compile traces a torchbind
 // op with a FakeScriptObject in Python, where a C++ kernel on a runtime key such as
 // ADInplaceOrView is an error, so the op keeps no kernel there.

@@ -12,7 +12,7 @@ ParamRole OpCall::next_role() const {
   return roles_[next_];
 }
 
-const Param& OpCall::next_param() const { return kernel_->dispatcher().decl().params[next_]; }
+const Param& OpCall::next_param() const { return kernel_->definition().decl().params[next_]; }
 
 void OpCall::tensor(const at::Tensor& t) {
   const ParamRole role = next_role();

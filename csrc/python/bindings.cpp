@@ -1,28 +1,24 @@
 // torch_cudajit: the Python binding (torch_cudajit._C): exceptions with fields, the runtime and
-// cache functions, programs, specializations and dispatchers, and the launchers
+// cache functions, programs, specializations and kernel runtimes, and the launchers
 // (launchers.cpp, the launch hot path).
+#include "launchers.h"
+
+#include "../cache.h"
+#include "../cuda_api.h"
+#include "../device_state.h"
+#include "../frontend.h"
+#include "../kernel_runtime.h"
+#include "../ops/kernel_object.h"
+#include "../program.h"
+#include "../sha256.h"
+#include "../virtual_grid.h"
+
 #include <torch/extension.h>
-#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <cxxabi.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-
-#include "../cache.h"
-#include "launchers.h"
-#include "../cuda_api.h"
-
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/util/SmallVector.h>
-#include "../dispatcher.h"
-#include "../frontend.h"
-#include "../program.h"
-#include "../sha256.h"
-#include "../virtual_grid.h"
 
 namespace py = pybind11;
 using namespace torch_cudajit;
@@ -255,32 +251,42 @@ void bind_programs(py::module_& m) {
 
 }
 
-using DispatcherClass = py::class_<Dispatcher, std::shared_ptr<Dispatcher>>;
+using RuntimeClass = py::class_<KernelRuntime, std::shared_ptr<KernelRuntime>>;
 
-void bind_batch_methods(DispatcherClass& c);
-void bind_device_methods(DispatcherClass& c);
+void bind_batch_methods(RuntimeClass& c);
+void bind_device_methods(RuntimeClass& c);
 
-// The dispatcher: compiling, precompile's batches and workers, pickled specializations, and what a specialization is on a device.
-void bind_dispatcher(py::module_& m) {
-  DispatcherClass c(m, "Dispatcher");
+// A kernel's runtime: compiling, precompile's batches and workers, pickled specializations, and
+// what a specialization is on a device.
+void bind_runtime_class(py::module_& m) {
+  RuntimeClass c(m, "KernelRuntime");
   c
-      .def_property_readonly("name", [](const Dispatcher& d) { return d.decl().name; })
-      .def("compile", [](Dispatcher& d, py::tuple args, int arch) {
+      .def_property_readonly("name", [](const KernelRuntime& d) { return d.decl().name; })
+      // The TorchScript object (torch.classes.cudajit.Kernel) of this runtime: the op path and
+      // the Python Kernel then share every compiled specialization.
+      .def("script_object", [](const std::shared_ptr<KernelRuntime>& d) {
+             return torch::jit::toPyObject(c10::IValue(c10::make_intrusive<KernelObject>(d)));
+           })
+      .def("compile", [](KernelRuntime& d, py::tuple args, int arch) {
              std::vector<Arg> conv = convert_all(args, d.decl());
-             auto spec = compile_without_gil(d, d.make_key(conv.data(), conv.size(), nullptr, arch));
+             auto spec = compile_without_gil(d, d.key(conv.data(), conv.size(), nullptr, arch));
              // What a launch would refuse (a misaligned float4* tensor), a compile refuses too.
-             d.check_pointees(*spec, conv.data(), conv.size());
+             check_pointees(d.decl(), *spec, conv.data(), conv.size());
              return spec;
            }, py::arg("args"), py::arg("arch") = 0)
-      .def_property_readonly("cache_counters", [](const Dispatcher& d) { return counters_dict(d.cache_counters()); })
-      .def("compile_inputs", [](Dispatcher& d, py::tuple args, int arch) {
+      .def_property_readonly("cache_counters", [](const KernelRuntime& d) {
+             return counters_dict(d.table().cache_counters());
+           })
+      .def("compile_inputs", [](KernelRuntime& d, py::tuple args, int arch) {
              // What NVRTC is given for these arguments: the generated source, the options
              // and the name expressions (inspection and the bare-NVRTC benchmark).
              const SpecKey key = key_of(d, args, arch);
-             const std::vector<InstantiationRequest> req = {{d.decl().name, key, d.options().template_args}};
-             CompileOptions o = d.options().compile;
+             const KernelOptions& options = d.definition().options();
+             const Program& program = d.definition().program();
+             const std::vector<InstantiationRequest> req = {{d.decl().name, key, options.template_args}};
+             CompileOptions o = options.compile;
              o.arch = key.arch;
-             const GeneratedSource generated = d.program().generate(req);
+             const GeneratedSource generated = program.generate(req);
              py::list names;
              for (const auto& inst : generated.instantiations) {
                names.append(inst.kernel_expression);
@@ -289,17 +295,17 @@ void bind_dispatcher(py::module_& m) {
              }
              py::dict out;
              out["source"] = generated.text;
-             out["filename"] = d.program().filename();
-             out["options"] = d.program().nvrtc_options(o);
+             out["filename"] = program.filename();
+             out["options"] = program.nvrtc_options(o);
              out["name_expressions"] = names;
              return out;
            }, py::arg("args"), py::arg("arch") = 0)
-      .def("is_compiled", [](Dispatcher& d, py::tuple args, int arch) {
-             return d.lookup(key_of(d, args, arch)) != nullptr;
+      .def("is_compiled", [](KernelRuntime& d, py::tuple args, int arch) {
+             return d.table().lookup(key_of(d, args, arch)) != nullptr;
            }, py::arg("args"), py::arg("arch") = 0)
-      .def("specializations", &Dispatcher::specializations)
-      .def_property_readonly("cooperative", &Dispatcher::cooperative)
-      .def("adopt_key", [](Dispatcher& d, py::bytes key, py::bytes data, const std::string& digest) {
+      .def("specializations", [](const KernelRuntime& d) { return d.table().specializations(); })
+      .def_property_readonly("cooperative", [](const KernelRuntime& d) { return d.definition().cooperative(); })
+      .def("adopt_key", [](KernelRuntime& d, py::bytes key, py::bytes data, const std::string& digest) {
              const std::string bytes = data;
              TORCH_CHECK_VALUE(sha256_hex(bytes) == digest, "torch_cudajit: a pickled "
                                "specialization of kernel '", d.decl().name, "' does not match "
@@ -307,11 +313,11 @@ void bind_dispatcher(py::module_& m) {
              auto compiled = deserialize_compiled("pickle", bytes);
              TORCH_CHECK_VALUE(compiled.has_value(), "torch_cudajit: a pickled specialization "
                                "of kernel '", d.decl().name, "' holds a damaged compile.");
-             return d.adopt_foreign(key_from_bytes(key),
+             return d.table().adopt_foreign(key_from_bytes(key),
                                     std::make_shared<const CompiledProgram>(std::move(*compiled)),
                                     "a pickled specialization");
            }, py::arg("key"), py::arg("data"), py::arg("digest"))
-      .def("lookup_key", [](Dispatcher& d, py::bytes key) {
+      .def("lookup_key", [](KernelRuntime& d, py::bytes key) {
              const SpecKey k = key_from_bytes(key);
              check_key(d.decl(), k, "a pickled specialized kernel");
              return get_or_compile(d, k);
@@ -321,35 +327,35 @@ void bind_dispatcher(py::module_& m) {
 }
 
 // Kernel.precompile's batches, compiled here or in worker processes.
-void bind_batch_methods(DispatcherClass& c) {
+void bind_batch_methods(RuntimeClass& c) {
   c
       // Several argument tuples of one architecture compile as one NVRTC program (keys in the
       // disk cache are loaded instead).
-      .def("compile_many", [](Dispatcher& d, py::list args, int arch) {
+      .def("compile_many", [](KernelRuntime& d, py::list args, int arch) {
              std::vector<SpecKey> keys;
              std::vector<std::vector<Arg>> converted;
              for (const auto& a : args) {
                converted.push_back(convert_all(a.cast<py::tuple>(), d.decl()));
-               keys.push_back(d.make_key(converted.back().data(), converted.back().size(), nullptr, arch));
+               keys.push_back(d.key(converted.back().data(), converted.back().size(), nullptr, arch));
              }
              std::vector<std::shared_ptr<Specialization>> specs;
              {
                py::gil_scoped_release release;
-               specs = d.compile_many(keys);
+               specs = d.table().compile_many(keys);
              }
              for (size_t i = 0; i < specs.size(); ++i)
-               d.check_pointees(*specs[i], converted[i].data(), converted[i].size());
+               check_pointees(d.decl(), *specs[i], converted[i].data(), converted[i].size());
              return specs;
            }, py::arg("args"), py::arg("arch"))
       // Kernel.precompile's worker processes: compile a batch and send back bytes, each distinct
       // program once with (program, index, outcome) per entry; the parent adopts.
-      .def("compile_serialized", [](Dispatcher& d, py::list args, int arch) {
+      .def("compile_serialized", [](KernelRuntime& d, py::list args, int arch) {
              std::vector<SpecKey> keys;
              for (const auto& a : args) keys.push_back(key_of(d, a.cast<py::tuple>(), arch));
              std::vector<CompiledInstance> got;
              {
                py::gil_scoped_release release;
-               got = d.compile_detached(keys);
+               got = d.table().compile_detached(keys);
              }
              py::list programs, entries;
              std::vector<const CompiledProgram*> seen;
@@ -364,7 +370,7 @@ void bind_batch_methods(DispatcherClass& c) {
              }
              return py::make_tuple(programs, entries);
            }, py::arg("args"), py::arg("arch"))
-      .def("adopt_serialized", [](Dispatcher& d, py::list args, int arch, py::list programs,
+      .def("adopt_serialized", [](KernelRuntime& d, py::list args, int arch, py::list programs,
                                   py::list entries) {
              std::vector<std::shared_ptr<const CompiledProgram>> compiled;
              for (const auto& p : programs) {
@@ -378,7 +384,7 @@ void bind_batch_methods(DispatcherClass& c) {
              for (size_t i = 0; i < args.size(); ++i) {
                const auto [program, index, outcome] = entries[i].cast<std::tuple<size_t, size_t, int>>();
                TORCH_INTERNAL_ASSERT(program < compiled.size());
-               specs.push_back(d.adopt(key_of(d, args[i].cast<py::tuple>(), arch), compiled[program],
+               specs.push_back(d.table().adopt(key_of(d, args[i].cast<py::tuple>(), arch), compiled[program],
                                        index, static_cast<CacheOutcome>(outcome)));
              }
              return specs;
@@ -387,10 +393,10 @@ void bind_batch_methods(DispatcherClass& c) {
 
 // What a specialization is on a device: resources, attributes, module variables, the
 // cooperative grid limit and forall's configuration.
-void bind_device_methods(DispatcherClass& c) {
+void bind_device_methods(RuntimeClass& c) {
   c
-      .def("resources", [](Dispatcher& d, std::shared_ptr<Specialization> spec, int device) {
-             KernelResources r = d.resources(*spec, device);
+      .def("resources", [](KernelRuntime&, std::shared_ptr<Specialization> spec, int device) {
+             KernelResources r = kernel_resources(*spec, device);
              py::dict out;
              out["regs_per_thread"] = r.regs_per_thread;
              out["shared_mem_per_block"] = r.shared_mem_per_block;
@@ -403,53 +409,53 @@ void bind_device_methods(DispatcherClass& c) {
              out["preferred_shared_memory_carveout"] = r.preferred_shared_memory_carveout;
              return out;
            })
-      .def("set_attribute", [](Dispatcher& d, std::shared_ptr<Specialization> spec, int device,
+      .def("set_attribute", [](KernelRuntime&, std::shared_ptr<Specialization> spec, int device,
                                const std::string& name, int value) {
              // The settable attributes, by the names CompiledKernel's properties use.
              CUfunction_attribute attr;
              if (name == "max_dynamic_shared_size_bytes") attr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
              else if (name == "preferred_shared_memory_carveout") attr = CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
              else TORCH_CHECK_VALUE(false, "torch_cudajit: '", name, "' is not a settable kernel attribute");
-             d.set_attribute(*spec, device, attr, value);
+             set_kernel_attribute(*spec, device, attr, value);
            }, py::arg("spec"), py::arg("device"), py::arg("name"), py::arg("value"))
-      .def("global_tensor", [](Dispatcher& d, std::shared_ptr<Specialization> spec, int device,
-                               const std::string& name) { return d.global(spec, device, name); },
+      .def("global_tensor", [](KernelRuntime&, std::shared_ptr<Specialization> spec, int device,
+                               const std::string& name) { return module_global(spec, device, name); },
            py::arg("spec"), py::arg("device"), py::arg("name"))
-      .def("max_cooperative_grid_blocks", [](Dispatcher& d, std::shared_ptr<Specialization> spec,
+      .def("max_cooperative_grid_blocks", [](KernelRuntime&, std::shared_ptr<Specialization> spec,
                                              int device, int threads, int64_t dynamic_shared) {
-             return d.max_cooperative_grid_blocks(*spec, device, threads, dynamic_shared);
+             return max_cooperative_grid_blocks(*spec, device, threads, dynamic_shared);
            })
-      .def("forall_shape", [](Dispatcher& d, py::tuple args, int64_t ntasks, int64_t shared_mem) {
+      .def("forall_shape", [](KernelRuntime& d, py::tuple args, int64_t ntasks, int64_t shared_mem) {
              // What kernel.forall(ntasks)(*args) launches: grid, block, the virtual blocks each
              // physical block runs (0: the kernel itself, on a plain grid), why not, and the
              // parameters whose data the virtual grid prefetches into L2.
              int device = 0;
              std::vector<Arg> conv = convert_all(args, d.decl());
-             const SpecKey key = d.make_key(conv.data(), conv.size(), &device);
-             LaunchConfig cfg;
-             cfg.forall_tasks = ntasks;
-             cfg.shared_mem = shared_mem;
-             const Dispatcher::ForallPlan plan =
-                 d.plan_forall(*get_or_compile(d, key), conv.data(), conv.size(), device, cfg);
+             const SpecKey key = d.key(conv.data(), conv.size(), &device);
+             LaunchRequest request;
+             request.forall_tasks = ntasks;
+             request.shared_mem = shared_mem;
+             const ForallPlan plan =
+                 d.plan_forall(*get_or_compile(d, key), conv.data(), conv.size(), device, request);
              std::string why = plan.plain_because;
-             if (plan.spec->virtual_blocks == 0 && why.empty()) why = d.virtual_grid_failure(key);
+             if (plan.spec->virtual_blocks == 0 && why.empty()) why = d.table().virtual_grid_failure(key);
              py::list prefetched;
              for (size_t j = 0; j < plan.spec->companions.size(); ++j)
-               if (j < size_t{kMaxPrefetched} && (plan.cfg.prefetch_mask >> j & 1u))
+               if (j < size_t{kMaxPrefetched} && (plan.launch.prefetch_mask >> j & 1u))
                  prefetched.append(d.decl().params[plan.spec->companions[j]].name);
-             return py::make_tuple(plan.cfg.grid[0], plan.cfg.block[0], plan.spec->virtual_blocks,
+             return py::make_tuple(plan.launch.grid[0], plan.launch.block[0], plan.spec->virtual_blocks,
                                    why, py::tuple(prefetched));
            }, py::arg("args"), py::arg("ntasks"), py::arg("shared_mem") = 0)
       .def_property_readonly("virtual_grid_refusal",
-                             [](const Dispatcher& d) { return d.definition().virtual_grid_refusal(); })
-      .def("virtual_grid", [](Dispatcher& d, py::tuple args, int arch) -> py::object {
+                             [](const KernelRuntime& d) { return d.definition().virtual_grid_refusal(); })
+      .def("virtual_grid", [](KernelRuntime& d, py::tuple args, int arch) -> py::object {
              // The virtual-grid variant for these arguments' key (compile-only with arch > 0),
              // or None; virtual_grid_failure(args, arch) says why.
              const SpecKey key = key_of(d, args, arch);
              std::shared_ptr<Specialization> spec;
              {
                py::gil_scoped_release release;
-               spec = d.get_virtual(key);
+               spec = d.table().get_virtual(key);
              }
              if (!spec) return py::none();
              py::dict info = spec_dict(*spec);
@@ -457,10 +463,10 @@ void bind_device_methods(DispatcherClass& c) {
              info["companions"] = spec->companions;
              return std::move(info);
            }, py::arg("args"), py::arg("arch") = 0)
-      .def("virtual_grid_failure", [](Dispatcher& d, py::tuple args, int arch) {
-             return d.virtual_grid_failure(key_of(d, args, arch));
+      .def("virtual_grid_failure", [](KernelRuntime& d, py::tuple args, int arch) {
+             return d.table().virtual_grid_failure(key_of(d, args, arch));
            }, py::arg("args"), py::arg("arch") = 0)
-      .def_property_readonly("grid_strides", &Dispatcher::grid_strides);
+      .def_property_readonly("grid_strides", [](const KernelRuntime& d) { return d.definition().grid_strides(); });
 
 }
 
@@ -474,7 +480,7 @@ PYBIND11_MODULE(_C, m) {
   bind_runtime(m);
   bind_cache(m);
   bind_programs(m);
-  bind_dispatcher(m);
+  bind_runtime_class(m);
   torch_cudajit::python::bind_definitions(m);
   torch_cudajit::python::bind_launchers(m);
   torch_cudajit::python::bind_op_launcher(m);

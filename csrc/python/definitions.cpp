@@ -1,7 +1,7 @@
 // torch_cudajit: the Python binding of kernel definitions (torch_cudajit._C.KernelDefinition).
 // The Python Kernel, KernelModule and PrebuiltKernel each hold one definition and read from it
 // everything that defines the kernel (parameters with their roles, options, pickled form); the
-// definition's TorchScript object and Dispatcher are made from the same instance.
+// definition's KernelRuntime and its TorchScript object are made from the same instance.
 #include "launchers.h"
 
 #include "../ops/kernel_object.h"
@@ -99,20 +99,9 @@ void bind_definitions(py::module_& m) {
         for (const ParamBinding& b : d.bindings()) out.append(param_dict(b));
         return out;
       })
-      // The TorchScript object of this definition (shared, not copied).
-      .def("script_object", [](const DefinitionPtr& d) {
-        return torch::jit::toPyObject(c10::IValue(c10::make_intrusive<KernelObject>(d)));
-      })
-      // A dispatcher of its own, for definitions that have no TorchScript object (prebuilt).
-      .def("dispatcher", [](const DefinitionPtr& d) { return std::make_shared<Dispatcher>(d); });
-
-  // The Dispatcher inside a torch.classes.cudajit.Kernel: the Python Kernel launches through
-  // it, so the eager path and the op path share every compiled specialization.
-  m.def("dispatcher_of", [](py::object script_object) {
-    auto type = c10::getCustomClassType<c10::intrusive_ptr<KernelObject>>();
-    c10::IValue v = torch::jit::toIValue(script_object, type);
-    return v.toCustomClass<KernelObject>()->dispatcher_ptr();
-  });
+      // A new runtime of this definition: the Python Kernel's (whose TorchScript object shares
+      // it, KernelRuntime.script_object) or a PrebuiltKernel's.
+      .def("runtime", [](const DefinitionPtr& d) { return std::make_shared<KernelRuntime>(d); });
 }
 
 }  // namespace torch_cudajit::python

@@ -4,26 +4,16 @@
 // to the Python fallback, which normalises the arguments and calls launch_normalized.
 #include "launchers.h"
 
+#include "../cuda_api.h"
+
 #include <torch/extension.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <c10/util/SmallVector.h>
 #include <pybind11/stl.h>
 
-#include <cxxabi.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#include <torch/csrc/jit/python/pybind_utils.h>
-
-#include "../cache.h"
-#include "../cuda_api.h"
-
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/util/SmallVector.h>
-#include "../dispatcher.h"
-#include "../frontend.h"
-#include "../program.h"
-#include "../sha256.h"
 
 namespace py = pybind11;
 using namespace torch_cudajit;
@@ -125,9 +115,9 @@ std::vector<Arg> convert_all(const py::tuple& args, const KernelDecl& decl) {
   return out;
 }
 
-SpecKey key_of(Dispatcher& d, const py::tuple& args, int arch, int* device) {
-  std::vector<Arg> conv = convert_all(args, d.decl());
-  return d.make_key(conv.data(), conv.size(), device, arch);
+SpecKey key_of(const KernelRuntime& r, const py::tuple& args, int arch, int* device) {
+  std::vector<Arg> conv = convert_all(args, r.decl());
+  return r.key(conv.data(), conv.size(), device, arch);
 }
 
 void run_without_gil(const std::function<void()>& work) {
@@ -145,15 +135,15 @@ void run_without_gil(const std::function<void()>& work) {
   }
 }
 
-std::shared_ptr<Specialization> compile_without_gil(Dispatcher& d, const SpecKey& key) {
+std::shared_ptr<Specialization> compile_without_gil(KernelRuntime& r, const SpecKey& key) {
   std::shared_ptr<Specialization> spec;
-  run_without_gil([&] { spec = d.get(key); });
+  run_without_gil([&] { spec = r.table().get(key); });
   return spec;
 }
 
-std::shared_ptr<Specialization> get_or_compile(Dispatcher& d, const SpecKey& key) {
-  if (auto hit = d.lookup(key)) return hit;
-  return compile_without_gil(d, key);
+std::shared_ptr<Specialization> get_or_compile(KernelRuntime& r, const SpecKey& key) {
+  if (auto hit = r.table().lookup(key)) return hit;
+  return compile_without_gil(r, key);
 }
 
 }  // namespace torch_cudajit::python
@@ -163,15 +153,15 @@ namespace {
 /// A kernel configured with grid, block, stream and shared memory: kernel[grid, block](...), or
 /// with a number of tasks: kernel.forall(n)(...).
 struct Launcher {
-  std::shared_ptr<Dispatcher> dispatcher;
-  LaunchConfig config;
+  std::shared_ptr<KernelRuntime> runtime;
+  LaunchRequest request;
   std::shared_ptr<Specialization> fixed;  // set for specialized kernels
   py::object fallback;                    // Python slow path, or None
   std::string warning;                    // a low-occupancy warning for the first launch
 
   // Returns false when the fallback must handle the call.
   bool try_launch(PyObject* args, bool allow_fallback) {
-    const KernelDecl& decl = dispatcher->decl();
+    const KernelDecl& decl = runtime->decl();
     const Py_ssize_t n = PyTuple_GET_SIZE(args);
     Arg converted[kMaxParams];
     if (static_cast<size_t>(n) > kMaxParams) {
@@ -186,7 +176,7 @@ struct Launcher {
       }
     }
     int device = 0;
-    SpecKey key = dispatcher->make_key(converted, static_cast<size_t>(n), &device);
+    const SpecKey key = runtime->key(converted, static_cast<size_t>(n), &device);
     std::shared_ptr<Specialization> spec;
     if (fixed) {
       TORCH_CHECK_TYPE(key == fixed->key, "torch_cudajit: this specialized kernel '", decl.name,
@@ -194,12 +184,9 @@ struct Launcher {
                        describe_signature(decl, key), "; call the unspecialized kernel instead.");
       spec = fixed;
     } else {
-      spec = get_or_compile(*dispatcher, key);
+      spec = get_or_compile(*runtime, key);
     }
-    if (config.forall_tasks > 0)
-      dispatcher->launch_forall(*spec, converted, static_cast<size_t>(n), device, config);
-    else
-      dispatcher->launch(*spec, converted, static_cast<size_t>(n), device, config);
+    runtime->launch(*spec, converted, static_cast<size_t>(n), device, request);
     return true;
   }
 };
@@ -219,18 +206,16 @@ int64_t dim_value(const py::handle& v, const char* what) {
   return x;
 }
 
-std::array<int64_t, 3> dims(const py::handle& h, const char* what) {
-  std::array<int64_t, 3> d{1, 1, 1};
+// A grid or block from Python: an int, or a tuple or list of ints (launch_dims checks how many).
+std::array<int64_t, 3> dims(const py::handle& h, const char* what, const std::string& kernel) {
+  c10::SmallVector<int64_t, 3> extents;
   if (PyLong_Check(h.ptr())) {
-    d[0] = dim_value(h, what);
-    return d;
+    extents.push_back(dim_value(h, what));
+    return launch_dims(extents, what, kernel);
   }
   if (py::isinstance<py::tuple>(h) || py::isinstance<py::list>(h)) {
-    auto seq = h.cast<py::sequence>();
-    TORCH_CHECK_VALUE(seq.size() >= 1 && seq.size() <= 3, "torch_cudajit: ", what,
-                      " must be an int or a tuple of 1 to 3 ints, got ", seq.size(), " values");
-    for (size_t i = 0; i < seq.size(); ++i) d[i] = dim_value(seq[i], what);
-    return d;
+    for (const py::handle item : h.cast<py::sequence>()) extents.push_back(dim_value(item, what));
+    return launch_dims(extents, what, kernel);
   }
   TORCH_CHECK_TYPE(false, "torch_cudajit: ", what, " must be an int or a tuple of up to 3 ints, got ",
                    std::string(py::str(py::type::of(h))));
@@ -309,30 +294,30 @@ void bind_launchers(py::module_& m) {
   });
 
   py::class_<Launcher, std::shared_ptr<Launcher>>(m, "Launcher", gc_tracks_fallback<Launcher>())
-      .def(py::init([](std::shared_ptr<Dispatcher> d, py::object grid, py::object block,
+      .def(py::init([](std::shared_ptr<KernelRuntime> r, py::object grid, py::object block,
                        py::object stream, int64_t shared_mem, std::shared_ptr<Specialization> fixed,
                        py::object fallback, std::string warning, int64_t forall_tasks) {
              auto l = std::make_shared<Launcher>();
-             l->dispatcher = std::move(d);
+             l->runtime = std::move(r);
              TORCH_CHECK_VALUE(forall_tasks >= 0, "torch_cudajit: forall: ntasks must be >= 1, got ",
                                forall_tasks);
-             l->config.forall_tasks = forall_tasks;
+             l->request.forall_tasks = forall_tasks;
              if (forall_tasks == 0) {  // a forall launch chooses both when it runs
-               l->config.grid = dims(grid, "grid");
-               l->config.block = dims(block, "block");
+               l->request.grid = dims(grid, "grid", l->runtime->decl().name);
+               l->request.block = dims(block, "block", l->runtime->decl().name);
              }
              TORCH_CHECK_VALUE(shared_mem >= 0, "torch_cudajit: shared_mem must be >= 0, got ", shared_mem);
-             l->config.shared_mem = shared_mem;
+             l->request.shared_mem = shared_mem;
              if (!stream.is_none()) {
-               l->config.has_stream = true;
-               l->config.stream = checked_stream(stream);
+               l->request.has_stream = true;
+               l->request.stream = checked_stream(stream);
              }
              l->fixed = std::move(fixed);
              l->fallback = std::move(fallback);
              l->warning = std::move(warning);
              return l;
            }),
-           py::arg("dispatcher"), py::arg("grid"), py::arg("block"), py::arg("stream"),
+           py::arg("runtime"), py::arg("grid"), py::arg("block"), py::arg("stream"),
            py::arg("shared_mem"), py::arg("fixed"), py::arg("fallback"), py::arg("warning") = "",
            py::arg("forall_tasks") = 0)
       .def("launch_normalized", [](Launcher& l, py::tuple args) {
@@ -343,9 +328,9 @@ void bind_launchers(py::module_& m) {
                Py_DECREF(r);
              }
            })
-      .def_property_readonly("grid", [](const Launcher& l) { return l.config.grid; })
-      .def_property_readonly("block", [](const Launcher& l) { return l.config.block; })
-      .def_property_readonly("shared_mem", [](const Launcher& l) { return l.config.shared_mem; });
+      .def_property_readonly("grid", [](const Launcher& l) { return l.request.grid; })
+      .def_property_readonly("block", [](const Launcher& l) { return l.request.block; })
+      .def_property_readonly("shared_mem", [](const Launcher& l) { return l.request.shared_mem; });
 
   // The hot path: tp_call set directly, so a launch skips pybind11's overload dispatch.
   py::object launcher_type = m.attr("Launcher");

@@ -4,7 +4,7 @@
 // the binding shares.
 #pragma once
 
-#include "../dispatcher.h"
+#include "../kernel_runtime.h"
 
 #include <pybind11/pybind11.h>
 
@@ -21,18 +21,18 @@ std::vector<Arg> convert_all(const pybind11::tuple& args, const KernelDecl& decl
 void run_without_gil(const std::function<void()>& work);
 /// Compiles (or loads from the disk cache) without the GIL; C++ warnings raised meanwhile, such
 /// as a damaged cache file, become Python warnings.
-std::shared_ptr<Specialization> compile_without_gil(Dispatcher& d, const SpecKey& key);
+std::shared_ptr<Specialization> compile_without_gil(KernelRuntime& r, const SpecKey& key);
 /// The key of a tuple of (already normalised) Python arguments; `device` (optional) receives
 /// the tensors' device. With arch > 0 the key is for that architecture (compile-only use).
-SpecKey key_of(Dispatcher& d, const pybind11::tuple& args, int arch, int* device = nullptr);
+SpecKey key_of(const KernelRuntime& r, const pybind11::tuple& args, int arch, int* device = nullptr);
 /// The specialization for a key; the GIL is released only when it must be compiled.
-std::shared_ptr<Specialization> get_or_compile(Dispatcher& d, const SpecKey& key);
+std::shared_ptr<Specialization> get_or_compile(KernelRuntime& r, const SpecKey& key);
 /// Registers Launcher and OpLauncher (with their tp_call hot paths) and
 /// set_device_pointer_type.
 void bind_launchers(pybind11::module_& m);
 /// Registers OpLauncher (op_launcher.cpp): kernel.op[grid, block] in eager mode.
 void bind_op_launcher(pybind11::module_& m);
-/// Registers KernelDefinition (definitions.cpp) and dispatcher_of.
+/// Registers KernelDefinition (definitions.cpp).
 void bind_definitions(pybind11::module_& m);
 
 // Runs the body of a tp_call: a pending Python error is restored, and a C++ exception goes

@@ -28,7 +28,7 @@ struct OpLauncher {
   py::object fallback;  // binds keyword arguments, then calls back with positional ones
 
   void launch(PyObject* args) {
-    const auto& params = kernel->dispatcher().decl().params;
+    const auto& params = kernel->definition().decl().params;
     const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(args));
     TORCH_CHECK_TYPE(n == params.size(), "torch_cudajit: kernel '", kernel->name(), "' takes ",
                      params.size(), " argument(s), got ", n, ".");

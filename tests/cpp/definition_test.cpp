@@ -1,6 +1,6 @@
 // torch_cudajit C++ tests: the kernel definition (csrc/definition.cpp): each parameter's binding,
 // the effective C++ standard, the fingerprint, the pickled state, and one definition shared by
-// the C++ Kernel, the TorchScript object and their dispatchers.
+// the C++ Kernel, the TorchScript object and their runtimes.
 #include "definition.h"
 #include "kernel.h"
 #include "ops/kernel_object.h"
@@ -162,14 +162,17 @@ TEST(DefinitionTest, OneDefinitionServesEveryHolder) {
   const auto def = define(kMixed, "mixed");
   Kernel kernel(def);
   KernelObject object(def);
-  Dispatcher dispatcher(def);
+  auto runtime = std::make_shared<KernelRuntime>(def);
+  KernelObject shared(runtime);
   // Every holder reads the same definition: nothing was reflected or bound again.
   EXPECT_EQ(&kernel.definition(), def.get());
   EXPECT_EQ(&object.definition(), def.get());
-  EXPECT_EQ(&object.dispatcher().definition(), def.get());
-  EXPECT_EQ(&dispatcher.definition(), def.get());
-  EXPECT_EQ(&dispatcher.decl(), &def->decl());
-  EXPECT_EQ(&dispatcher.options(), &def->options());
+  EXPECT_EQ(&object.runtime().definition(), def.get());
+  EXPECT_EQ(&runtime->definition(), def.get());
+  EXPECT_EQ(&runtime->decl(), &def->decl());
+  // An object made from a runtime shares it, and with it the compiled code.
+  EXPECT_EQ(&shared.runtime(), runtime.get());
+  EXPECT_EQ(&shared.definition(), def.get());
   EXPECT_EQ(object.fingerprint(), def->fingerprint());
   EXPECT_EQ(&object.roles(), &def->roles());
   // Two kernels of one program share its reflection.

@@ -109,7 +109,7 @@ TEST(KernelTest, ToArg) {
   EXPECT_EQ(ta.kind, ArgKind::kTensor);
   EXPECT_EQ(ta.tensor, &tv.toTensor());
 
-  // None is a NULL address (make_key lets only pointer parameters take it).
+  // None is a NULL address (the call binder lets only pointer parameters take it).
   Arg none = to_arg(c10::IValue(), 0);
   EXPECT_EQ(none.kind, ArgKind::kAddress);
   EXPECT_TRUE(none.is_none);
@@ -162,7 +162,7 @@ TEST(KernelTest, ExtensionExpandsATupleIntoTwoArrays) {
   EXPECT_EQ(ext->expanded, 2);  // once by bind(), once by compile()
   // Compiling again hits the cache.
   EXPECT_EQ(kernel.compile(values, kArch).get(), spec.get());
-  EXPECT_EQ(kernel.dispatcher().specializations().size(), 1u);
+  EXPECT_EQ(kernel.runtime().table().specializations().size(), 1u);
 }
 
 TEST(KernelTest, WithoutTheExtensionATupleIsRejected) {
@@ -201,7 +201,7 @@ TEST(KernelTest, AfterCallbacksAreCollectedByBind) {
     ASSERT_EQ(args.size(), 3u);
     EXPECT_TRUE(args[0].tensor->is_contiguous());
     // A raw-pointer parameter now accepts the argument.
-    EXPECT_NO_THROW(kernel.dispatcher().make_key(args.data(), args.size(), nullptr, kArch));
+    EXPECT_NO_THROW(kernel.runtime().key(args.data(), args.size(), nullptr, kArch));
     if (c.callbacks == 1) {
       EXPECT_FALSE(args[0].tensor->is_same(c.out));
       args[0].tensor->fill_(7.0);  // what the kernel would have written
@@ -244,7 +244,7 @@ TEST(KernelTest, SharedProgramServesSeveralKernels) {
       "__global__ void a(float* x) { x[0] = 1.f; }\n__global__ void b(int* x) { x[0] = 2; }\n");
   Kernel ka(program, "a");
   Kernel kb(program, "b");
-  EXPECT_EQ(&ka.dispatcher().program(), &kb.dispatcher().program());
+  EXPECT_EQ(&ka.definition().program(), &kb.definition().program());
   EXPECT_EQ(ka.compile({at::zeros({1})}, kArch)->signature, "(float32*)");
   EXPECT_EQ(kb.compile({at::zeros({1}, at::kInt)}, kArch)->signature, "(int32*)");
   std::string msg = expect_throws<c10::TypeError>([&] { kb.compile({at::zeros({1})}, kArch); });
@@ -284,8 +284,8 @@ class KernelGpuTest : public ::testing::Test {
     return at::TensorOptions().device(at::kCUDA).dtype(dtype);
   }
   /// A 1-D launch covering n threads.
-  static LaunchConfig cover(int64_t n, int64_t block = 256) {
-    LaunchConfig cfg;
+  static LaunchRequest cover(int64_t n, int64_t block = 256) {
+    LaunchRequest cfg;
     cfg.block = {block, 1, 1};
     cfg.grid = {std::max<int64_t>(1, (n + block - 1) / block), 1, 1};
     return cfg;
@@ -336,7 +336,7 @@ __global__ void saxpy(cj::Array<float, 1> out, cj::Array<const float, 1> x,
     }
   }
   // Contiguous and strided tensors compile to different specializations.
-  EXPECT_EQ(kernel.dispatcher().specializations().size(), 3u);
+  EXPECT_EQ(kernel.runtime().table().specializations().size(), 3u);
 }
 
 TEST_F(KernelGpuTest, RawPointerKernel) {
@@ -429,7 +429,7 @@ __global__ void axpy(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
     at::Tensor want = x * c.a.toScalar();
     EXPECT_TRUE(at::allclose(out.cpu().to(at::kDouble), want.cpu().to(at::kDouble)));
   }
-  EXPECT_EQ(kernel.dispatcher().specializations().size(), cases.size());
+  EXPECT_EQ(kernel.runtime().table().specializations().size(), cases.size());
 }
 
 // Every kind of scalar parameter receives the value it was given.
@@ -452,7 +452,7 @@ __global__ void pack(double* out, signed char a, unsigned short b, int c, unsign
                                     c10::IValue(true), c10::IValue(int64_t{3}),
                                     c10::IValue(c10::complex<double>(1.0, -2.0)), t};
   };
-  kernel.launch(LaunchConfig{}, values(-7, 65535));
+  kernel.launch(LaunchRequest{}, values(-7, 65535));
   const std::vector<double> want = {-7, 65535, -123456, static_cast<double>(big), 1.5, 0.25, 1, 3, 1, -2, 2.5};
   at::Tensor got = out.cpu();
   for (size_t i = 0; i < want.size(); ++i) {
@@ -470,7 +470,7 @@ __global__ void pack(double* out, signed char a, unsigned short b, int c, unsign
   };
   for (const auto& c : bad) {
     SCOPED_TRACE(c.title);
-    std::string msg = expect_throws<c10::ValueError>([&] { kernel.launch(LaunchConfig{}, values(c.a, c.b)); });
+    std::string msg = expect_throws<c10::ValueError>([&] { kernel.launch(LaunchRequest{}, values(c.a, c.b)); });
     CJ_EXPECT_CONTAINS(msg, c.message);
   }
 }
@@ -487,22 +487,23 @@ __global__ void twice(cj::Array<float, 1> out, cj::Array<const float, 1> in) {
   poison(out);
   c10::cuda::device_synchronize();  // inputs are ready before the side stream reads them
   c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool();
-  LaunchConfig cfg = cover(5000);
+  LaunchRequest cfg = cover(5000);
   cfg.has_stream = true;
   cfg.stream = stream.stream();
   kernel.launch(cfg, {out, in});
   stream.synchronize();
   EXPECT_TRUE(at::allclose(out.cpu(), (in * 2).cpu()));
-  auto specs = kernel.dispatcher().specializations();
+  auto specs = kernel.runtime().table().specializations();
   ASSERT_EQ(specs.size(), 1u);
-  LaunchConfig forall;
+  LaunchRequest forall;
   forall.forall_tasks = 5000;
-  forall = kernel.dispatcher().forall_launch(*specs[0], static_cast<int>(in.get_device()), forall);
-  const int64_t block = forall.block[0];
+  const ForallPlan plan = kernel.runtime().plan_forall(*specs[0], nullptr, 0,
+                                                       static_cast<int>(in.get_device()), forall);
+  const int64_t block = plan.launch.block[0];
   EXPECT_GE(block, 32);
   EXPECT_LE(block, 1024);
-  EXPECT_EQ(forall.grid[0], (5000 + block - 1) / block);  // one thread per task
-  EXPECT_EQ(forall.forall_tasks, 0);
+  EXPECT_EQ(plan.launch.grid[0], (5000 + block - 1) / block);  // one thread per task
+  EXPECT_EQ(plan.spec, specs[0].get());
 }
 
 // More than the default 48 KiB of dynamic shared memory raises the kernel's limit first.
@@ -519,7 +520,7 @@ __global__ void reverse(float* out, const float* in, int n) {
   at::Tensor in = at::randn({n}, cuda());
   at::Tensor out = at::empty({n}, cuda());
   poison(out);
-  LaunchConfig cfg;
+  LaunchRequest cfg;
   cfg.block = {256, 1, 1};
   cfg.shared_mem = n * 4;
   kernel.launch(cfg, {out, in, c10::IValue(n)});
@@ -564,7 +565,7 @@ __global__ void fill(cj::Array<T, 1> out) {
 TEST_F(KernelGpuTest, LaunchErrors) {
   Kernel kernel(kAxpy, "axpy");
   at::Tensor y = at::zeros({8}, cuda()), x = at::zeros({8}, cuda());
-  LaunchConfig too_big = cover(8);
+  LaunchRequest too_big = cover(8);
   too_big.block = {2048, 1, 1};
   std::string msg = expect_throws<c10::ValueError>([&] { kernel.launch(too_big, {y, x, c10::IValue(1.0)}); });
   CJ_EXPECT_CONTAINS(msg, "block dimension x of kernel 'axpy' is 2048");

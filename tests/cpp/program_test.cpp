@@ -626,7 +626,7 @@ TEST(ProgramTest, CondensedLogCountsTheNameMapErrors) {
   EXPECT_EQ(detail::condensed_log("k.cu(1): error: x\n"), "k.cu(1): error: x");
 }
 
-// A pointer parameter's probe describes its pointee: what the dispatcher checks of the data.
+// A pointer parameter's probe describes its pointee: what the launch checks of the data.
 TEST(ProgramTest, PointerProbesDescribeThePointee) {
   Program program(R"(
 #include <cuda_fp16.h>

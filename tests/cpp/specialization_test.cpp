@@ -478,7 +478,7 @@ TEST(SpecializationTest, CheckKey) {
   address_with_dtype.dtype = TypeCode::kFloat;
   ArgSig kind_past_tag = address;
   kind_past_tag.kind = static_cast<ArgKind>(9);
-  // What make_key produces passes.
+  // What the call binder produces passes.
   check_key(k, key(t, t, f), "a test key");
   check_key(k, key(address, t, f), "a test key");
   struct Case {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "cuda_api.h"
-#include "dispatcher.h"
+#include "kernel_runtime.h"
 #include "program.h"
 #include "specialization.h"
 
@@ -93,7 +93,7 @@ inline ArgSig tensor_sig(TypeCode dtype, int rank, bool contiguous = true) {
   return s;
 }
 
-/// tensor_sig with the flags make_key gives an ordinary tensor: 16-byte aligned data and 32-bit
+/// tensor_sig with the flags the call binder gives an ordinary tensor: 16-byte aligned data and 32-bit
 /// offsets (tensor_sig alone stands for an unaligned tensor with 64-bit offsets).
 inline ArgSig aligned_sig(TypeCode dtype, int rank, bool contiguous = true) {
   ArgSig s = tensor_sig(dtype, rank, contiguous);
@@ -132,6 +132,14 @@ inline Arg bool_arg(bool v) {
   a.kind = ArgKind::kBool;
   a.i = v;
   return a;
+}
+
+/// The runtime of kernel `name` of `source`.
+inline std::shared_ptr<KernelRuntime> make_runtime(const std::string& source,
+                                                   const std::string& name,
+                                                   KernelOptions options = {}) {
+  return std::make_shared<KernelRuntime>(std::make_shared<const KernelDefinition>(
+      std::make_shared<const Program>(source), name, std::move(options)));
 }
 
 /// The first line of a compiler log that reports an error (for short messages).

@@ -1,10 +1,10 @@
 // torch_cudajit C++ tests: forall's virtual grid (csrc/virtual_grid.h). Which kernels may run on
 // one and why not, how many virtual blocks a physical block runs, the generated wrapper, its
-// compile for sm_90 (no GPU needed: the PTX shows the __restrict__ loads), and the Dispatcher's
+// compile for sm_90 (no GPU needed: the PTX shows the __restrict__ loads), and the table's
 // variant: its packing, and the plain launch it falls back to when the variant does not compile.
 #include "virtual_grid.h"
 
-#include "dispatcher.h"
+#include "kernel_runtime.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -320,40 +320,35 @@ TEST(VirtualGridTest, VariantBeforeSm90HasNoBulkPrefetch) {
   EXPECT_EQ(count_of(virt.ptx, "cp.async.bulk"), 0u);
 }
 
-// The variant of a key through the Dispatcher (compile-only): the wrapper's extra parameters in
+// The variant of a key through the specialization table (compile-only): the wrapper's extra parameters in
 // the buffer, and a kernel whose plain compile works but whose virtual one cannot (an attribute
 // only a __global__ function takes) has no variant, with the compiler's reason.
-TEST(VirtualGridTest, DispatcherVariantPacksCompanionsAndFallsBack) {
-  auto readme = std::make_shared<Dispatcher>(std::make_shared<const Program>(kReadme), "axpy",
-                                             KernelOptions{});
+TEST(VirtualGridTest, TableVariantPacksCompanionsAndFallsBack) {
+  auto readme = cjtest::make_runtime(kReadme, "axpy");
   const SpecKey key = readme_key(TypeCode::kFloat);
-  std::shared_ptr<Specialization> plain = readme->get(key);
-  std::shared_ptr<Specialization> v = readme->get_virtual(key);
+  std::shared_ptr<Specialization> plain = readme->table().get(key);
+  std::shared_ptr<Specialization> v = readme->table().get_virtual(key);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->virtual_blocks, 4);
   EXPECT_EQ(v->companions, (std::vector<uint32_t>{0, 1, 2}));
   EXPECT_EQ(v->companion_offset % 8, 0u);
   EXPECT_GE(v->companion_offset, plain->buffer_size);
   EXPECT_EQ(v->buffer_size, v->companion_offset + 3 * 8 + 20);
-  EXPECT_EQ(readme->get_virtual(key), v);  // compiled once
-  EXPECT_EQ(readme->virtual_grid_failure(key), "");
-  EXPECT_EQ(readme->specializations().size(), 1u);  // the variant is no specialization of its own
+  EXPECT_EQ(readme->table().get_virtual(key), v);  // compiled once
+  EXPECT_EQ(readme->table().virtual_grid_failure(key), "");
+  EXPECT_EQ(readme->table().specializations().size(), 1u);  // the variant is no specialization of its own
 
-  auto maxnreg = std::make_shared<Dispatcher>(
-      std::make_shared<const Program>(
-          "__global__ void __maxnreg__(32) k(float* out) { out[threadIdx.x] = 1; }\n"),
-      "k", KernelOptions{});
+  auto maxnreg = cjtest::make_runtime(
+      "__global__ void __maxnreg__(32) k(float* out) { out[threadIdx.x] = 1; }\n", "k");
   const SpecKey k1 = make_spec_key(kArch, {aligned_sig(TypeCode::kFloat, 1)});
-  ASSERT_TRUE(maxnreg->get(k1));
-  EXPECT_EQ(maxnreg->get_virtual(k1), nullptr);
-  CJ_EXPECT_CONTAINS(maxnreg->virtual_grid_failure(k1), "__maxnreg__");
+  ASSERT_TRUE(maxnreg->table().get(k1));
+  EXPECT_EQ(maxnreg->table().get_virtual(k1), nullptr);
+  CJ_EXPECT_CONTAINS(maxnreg->table().virtual_grid_failure(k1), "__maxnreg__");
 
-  auto shared = std::make_shared<Dispatcher>(
-      std::make_shared<const Program>(
-          "__global__ void k(float* out) { __shared__ float t[1]; out[0] = t[0]; }\n"),
-      "k", KernelOptions{});
-  EXPECT_EQ(shared->get_virtual(k1), nullptr);
-  CJ_EXPECT_CONTAINS(shared->virtual_grid_failure(k1), "shared memory");
+  auto shared = cjtest::make_runtime(
+      "__global__ void k(float* out) { __shared__ float t[1]; out[0] = t[0]; }\n", "k");
+  EXPECT_EQ(shared->table().get_virtual(k1), nullptr);
+  CJ_EXPECT_CONTAINS(shared->table().virtual_grid_failure(k1), "shared memory");
 }
 
 }  // namespace

@@ -267,7 +267,7 @@ def test_op_path_argument_errors():
         k.op[(1, 2, 3, 4), 4](x, x, x, 2.0)
 
 
-# -- autograd: the rules every launch path shares (Dispatcher::launch) -------------------------
+# -- autograd: the rules every launch path shares (launch_specialization) -------------------------
 
 
 @pytest.mark.gpu

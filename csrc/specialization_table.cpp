@@ -1,139 +1,46 @@
-// torch_cudajit: the dispatcher's specialization table: binding a declaration, compiling (or
-// adopting) a specialization on a miss, and a kernel's per-device state (resources,
-// attributes, module variables). The key of a call is in call_key.cpp, the launch in
-// launch.cpp (see dispatcher.h).
-#include "dispatcher.h"
+// torch_cudajit: the specialization table (see specialization_table.h): building a
+// specialization's parameter slots, compiling (or adopting) on a miss, and the virtual-grid
+// variants.
+#include "specialization_table.h"
 
-#include "dispatcher_internal.h"
+#include "arg.h"
 #include "virtual_grid.h"
 
-
-#include <ATen/ops/from_blob.h>
-#include <c10/core/GradMode.h>
-#include <c10/core/DeviceGuard.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
-#if __has_include(<torch/headeronly/version.h>)
-#include <torch/headeronly/version.h>
-#else
-#include <torch/version.h>
-#endif
-// c10::Stream::native_handle, which needs no CUDA runtime headers, is there from torch 2.11 on
-// (the oldest version checked); older torch reads the stream through c10/cuda.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
-#define CJ_STREAM_NATIVE_HANDLE 1
-#else
-#define CJ_STREAM_NATIVE_HANDLE 0
-#include <c10/cuda/CUDAStream.h>
-#endif
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
-
 #include <algorithm>
-#include <cstring>
-#include <sstream>
+#include <chrono>
 
 namespace torch_cudajit {
 namespace {
 
 uint32_t align_up(uint32_t v, uint32_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
 
+std::atomic<BlockingRunner> g_blocking_runner{nullptr};
+
+// Runs `work` through the runner set_blocking_runner installed, or directly without one.
+void run_blocking(const std::function<void()>& work) {
+  if (BlockingRunner runner = g_blocking_runner.load())
+    runner(work);
+  else
+    work();
+}
+
 }  // namespace
 
-Dispatcher::Dispatcher(std::shared_ptr<const KernelDefinition> definition)
-    : def_(std::move(definition)),
-      program_(&def_->program()),
-      decl_(&def_->decl()),
-      options_(def_->options()) {}
+void set_blocking_runner(BlockingRunner runner) { g_blocking_runner.store(runner); }
 
-Dispatcher::Dispatcher(std::shared_ptr<const Program> program, const std::string& kernel_name,
-                       KernelOptions options)
-    : Dispatcher(std::make_shared<const KernelDefinition>(std::move(program), kernel_name,
-                                                          std::move(options))) {}
-
-void Dispatcher::fail_value(size_t i, const std::string& what) const {
-  const Param& p = decl_->params[i];
-  TORCH_CHECK_VALUE(false, "torch_cudajit: parameter '", p.name, "' (", p.type, ") of kernel '",
-                    decl_->name, "' ", what);
-}
-
-void Dispatcher::fail_param(size_t i, const std::string& what) const {
-  const Param& p = decl_->params[i];
-  TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' (", p.type, ") of kernel '",
-                   decl_->name, "' ", what);
-}
-
-namespace detail {
-
-// torch's CUDA device and stream through its device-generic guard interface (registered by
-// libc10_cuda), so the core needs no CUDA runtime headers: NVIDIA's wheels ship those only with
-// nvidia-cuda-crt, which torch does not bring.
-const c10::impl::DeviceGuardImplInterface* cuda_guard_impl() {
-  static const c10::impl::DeviceGuardImplInterface* impl =
-      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
-  return impl;
-}
-
-int current_cuda_device() { return cuda_guard_impl()->getDevice().index(); }
-
-CUstream current_cuda_stream(int device) {
-#if CJ_STREAM_NATIVE_HANDLE
-  const c10::Stream s = cuda_guard_impl()->getStream(
-      c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
-  return static_cast<CUstream>(s.native_handle());
-#else
-  return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
-#endif
-}
-
-const char* kind_name(ArgKind k) {
-  switch (k) {
-    case ArgKind::kTensor: return "tensor";
-    case ArgKind::kInt: return "int";
-    case ArgKind::kFloat: return "float";
-    case ArgKind::kBool: return "bool";
-    case ArgKind::kComplex: return "complex";
-    case ArgKind::kBytes: return "extension bytes";
-    case ArgKind::kAddress: return "address";
-    case ArgKind::kTag: return "tag";
-    case ArgKind::kNone: return "nothing";
-  }
-  return "?";
-}
-
-DeviceScope::DeviceScope(int device) {
-  if (current_cuda_device() != device)
-    guard_.reset_device(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
-  ensure_context(device);
-}
-
-void* device_address(const at::Tensor& t) {
-  void* host = t.data_ptr();
-  if (t.is_cuda() || host == nullptr) return host;
-  // The driver is asked about the storage's start, where the pinned allocation begins; a view
-  // (a slice) keeps its offset from there.
-  char* base = static_cast<char*>(const_cast<void*>(t.storage().data()));
-  CUdeviceptr device = 0;
-  CJ_CHECK(cuMemHostGetDevicePointer, &device, base, 0);
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(device) +
-                                 static_cast<uintptr_t>(static_cast<char*>(host) - base));
-}
-
-}  // namespace detail
-
-using detail::DeviceScope;
 using detail::kind_name;
 
-std::shared_ptr<Specialization> Dispatcher::lookup(const SpecKey& key) const {
+std::shared_ptr<Specialization> SpecializationTable::lookup(const SpecKey& key) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = cache_.find(key);
-  if (it == cache_.end()) return nullptr;
+  auto it = table_.find(key);
+  if (it == table_.end()) return nullptr;
   if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return nullptr;
   return it->second.get();
 }
 
-Specialization::Slot Dispatcher::slot_for(uint32_t i, const ParamProbe& pr, const ArgSig& s,
+Specialization::Slot SpecializationTable::slot_for(uint32_t i, const ParamProbe& pr, const ArgSig& s,
                                           uint32_t& offset) const {
-  const Param& p = decl_->params[i];
+  const Param& p = def_.decl().params[i];
   Specialization::Slot slot{};
   // A pointer's probe describes its pointee; the pointer itself is 8 bytes.
   const bool pointer = p.kind == ParamKind::kPointer;
@@ -153,7 +60,7 @@ Specialization::Slot Dispatcher::slot_for(uint32_t i, const ParamProbe& pr, cons
         // A concrete pointee that is a dtype (a typedef such as scalar_t) must be the tensor's.
         if (static_cast<int>(pr.code) >= 0 && pr.code != s.dtype)
           TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' (", p.type,
-                           ") of kernel '", decl_->name, "' points to ", dtype_name(pr.code),
+                           ") of kernel '", def_.decl().name, "' points to ", dtype_name(pr.code),
                            " elements (`", p.element, "` is ", cpp_type_name(pr.code),
                            "); got a tensor of dtype ", dtype_name(s.dtype), ".");
         // A vector or struct pointee asks more of the data than the dtype gives.
@@ -186,28 +93,29 @@ Specialization::Slot Dispatcher::slot_for(uint32_t i, const ParamProbe& pr, cons
                  s.kind == ArgKind::kBool || s.kind == ArgKind::kComplex ||
                  slot.op == PackOp::kTensorScalar;
   if (numeric && static_cast<int>(pr.code) < 0)
-    TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
+    TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", def_.decl().name,
                      "' has type `", p.type, "`, which a Python ", kind_name(s.kind),
                      " cannot be converted to; pass such a value through an extension.");
   if (s.kind == ArgKind::kFloat && is_integer(pr.code))
-    TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
+    TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", def_.decl().name,
                      "' is an integer (", dtype_name(pr.code), "); got a Python float.");
   if (s.kind == ArgKind::kComplex && !is_complex(pr.code))
-    TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", decl_->name,
+    TORCH_CHECK_TYPE(false, "torch_cudajit: parameter '", p.name, "' of kernel '", def_.decl().name,
                      "' is ", dtype_name(pr.code), "; got a Python complex.");
   return slot;
 }
 
-std::shared_ptr<Specialization> Dispatcher::build(
+std::shared_ptr<Specialization> SpecializationTable::build(
     const SpecKey& key, const std::shared_ptr<const CompiledProgram>& compiled, size_t index) const {
   auto spec = std::make_shared<Specialization>();
   spec->key = key;
-  spec->signature = describe_signature(*decl_, key);
+  spec->kernel_name = def_.decl().name;
+  spec->signature = describe_signature(def_.decl(), key);
   spec->compiled = compiled;
   spec->lowered_name = compiled->lowered_names[index];
   spec->name_expression = compiled->name_expressions[index];
   spec->probes = compiled->probes[index];
-  spec->prebuilt = options_.prebuilt != nullptr;
+  spec->prebuilt = def_.options().prebuilt != nullptr;
   uint32_t offset = 0;
   for (uint32_t i = 0; i < key.size; ++i)
     spec->slots.push_back(slot_for(i, spec->probes[i], key.args[i], offset));
@@ -217,7 +125,7 @@ std::shared_ptr<Specialization> Dispatcher::build(
   return spec;
 }
 
-std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std::vector<SpecKey>& keys) {
+std::vector<std::shared_ptr<Specialization>> SpecializationTable::compile_many(const std::vector<SpecKey>& keys) {
   std::vector<std::shared_ptr<Specialization>> out(keys.size());
   std::vector<size_t> todo;
   std::vector<std::promise<std::shared_ptr<Specialization>>> promises;
@@ -225,14 +133,14 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t i = 0; i < keys.size(); ++i) {
-      auto it = cache_.find(keys[i]);
-      if (it != cache_.end()) {
+      auto it = table_.find(keys[i]);
+      if (it != table_.end()) {
         waits[i] = it->second;
         continue;
       }
       promises.emplace_back();
       auto fut = promises.back().get_future().share();
-      cache_.emplace(keys[i], fut);
+      table_.emplace(keys[i], fut);
       waits[i] = fut;
       todo.push_back(i);
     }
@@ -268,7 +176,7 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
       // Forget the failed keys so a later call compiles (and reports) again.
       std::lock_guard<std::mutex> lock(mutex_);
       for (size_t j = 0; j < todo.size(); ++j) {
-        cache_.erase(keys[todo[j]]);
+        table_.erase(keys[todo[j]]);
         promises[j].set_exception(std::current_exception());
       }
       throw;
@@ -278,29 +186,29 @@ std::vector<std::shared_ptr<Specialization>> Dispatcher::compile_many(const std:
   return out;
 }
 
-void Dispatcher::explain_complex_failure(const SpecKey& key, const CompileOptions& opts) const {
+void SpecializationTable::explain_complex_failure(const SpecKey& key, const CompileOptions& opts) const {
   for (uint32_t i = 0; i < key.size; ++i) {
-    if (key.args[i].kind != ArgKind::kComplex || decl_->params[i].kind != ParamKind::kScalar ||
-        def_->bindings()[i].scalar != TypeCode::kUnknown)
+    if (key.args[i].kind != ArgKind::kComplex || def_.decl().params[i].kind != ParamKind::kScalar ||
+        def_.bindings()[i].scalar != TypeCode::kUnknown)
       continue;
     SpecKey as_real = key;
     as_real.args[i].kind = ArgKind::kFloat;
     try {
-      program_->compile({{decl_->name, as_real, options_.template_args}}, opts);
+      def_.program().compile({{def_.decl().name, as_real, def_.options().template_args}}, opts);
     } catch (const CompileError&) {
       continue;  // something else fails too: the compile error stands
     }
-    fail_param(i, "cannot take a Python complex: for these arguments its type is a real one. "
+    detail::param_type_error(def_.decl(), i, "cannot take a Python complex: for these arguments its type is a real one. "
                   "Pass a real number, or complex tensors so that it becomes complex.");
   }
 }
 
-void Dispatcher::explain_address_failure(const SpecKey& key) const {
+void SpecializationTable::explain_address_failure(const SpecKey& key) const {
   // Explicit template arguments may give the element type: the compile error stands then.
-  if (!options_.template_args.empty()) return;
-  const std::vector<std::string> template_names = decl_->template_param_names();
+  if (!def_.options().template_args.empty()) return;
+  const std::vector<std::string> template_names = def_.decl().template_param_names();
   for (uint32_t i = 0; i < key.size; ++i) {
-    const Param& p = decl_->params[i];
+    const Param& p = def_.decl().params[i];
     if (key.args[i].kind != ArgKind::kAddress || !p.element_dependent) continue;
     for (const std::string& name : identifiers_of(p.element)) {
       if (std::find(template_names.begin(), template_names.end(), name) == template_names.end())
@@ -309,11 +217,11 @@ void Dispatcher::explain_address_failure(const SpecKey& key) const {
       bool elsewhere = false;
       for (uint32_t j = 0; j < key.size && !elsewhere; ++j) {
         if (j == i || key.args[j].kind == ArgKind::kAddress) continue;
-        for (const std::string& id : identifiers_of(decl_->params[j].type))
+        for (const std::string& id : identifiers_of(def_.decl().params[j].type))
           elsewhere = elsewhere || id == name;
       }
       if (!elsewhere)
-        fail_param(i, "got an address (None or a cj.DevicePointer), which has no element type, "
+        detail::param_type_error(def_.decl(), i, "got an address (None or a cj.DevicePointer), which has no element type, "
                       "and its template parameter '" + name + "' appears in no other "
                       "parameter, so nothing else can deduce it. Pass a tensor of the element "
                       "type (an empty one will do), or give '" + name +
@@ -322,20 +230,20 @@ void Dispatcher::explain_address_failure(const SpecKey& key) const {
   }
 }
 
-std::vector<CompiledInstance> Dispatcher::compile_instances(const std::vector<SpecKey>& keys) const {
+std::vector<CompiledInstance> SpecializationTable::compile_instances(const std::vector<SpecKey>& keys) const {
   TORCH_INTERNAL_ASSERT(!keys.empty());
   // A prebuilt image holds the one kernel every key launches.
-  if (options_.prebuilt)
-    return std::vector<CompiledInstance>(keys.size(), {options_.prebuilt, 0, CacheOutcome::kBypassed});
-  CompileOptions opts = options_.compile;
+  if (def_.options().prebuilt)
+    return std::vector<CompiledInstance>(keys.size(), {def_.options().prebuilt, 0, CacheOutcome::kBypassed});
+  CompileOptions opts = def_.options().compile;
   opts.arch = keys[0].arch;
   std::vector<InstantiationRequest> requests;
   for (const SpecKey& key : keys) {
     TORCH_INTERNAL_ASSERT(key.arch == opts.arch, "keys of several architectures in one compile");
-    requests.push_back({decl_->name, key, options_.template_args});
+    requests.push_back({def_.decl().name, key, def_.options().template_args});
   }
   try {
-    return compile_cached(*program_, requests, opts, options_.cache);
+    return compile_cached(def_.program(), requests, opts, def_.options().cache);
   } catch (const CompileError&) {
     // A clearer error than the compiler's, when the arguments explain the failure.
     for (const SpecKey& key : keys) {
@@ -346,18 +254,18 @@ std::vector<CompiledInstance> Dispatcher::compile_instances(const std::vector<Sp
   }
 }
 
-std::vector<CompiledInstance> Dispatcher::compile_detached(const std::vector<SpecKey>& keys) const {
-  TORCH_CHECK_VALUE(!options_.prebuilt, "torch_cudajit: kernel '", decl_->name,
+std::vector<CompiledInstance> SpecializationTable::compile_detached(const std::vector<SpecKey>& keys) const {
+  TORCH_CHECK_VALUE(!def_.options().prebuilt, "torch_cudajit: kernel '", def_.decl().name,
                     "' is prebuilt code (torch_cudajit.load); there is nothing to compile.");
   return compile_instances(keys);
 }
 
-void Dispatcher::count(CacheOutcome outcome) {
+void SpecializationTable::count(CacheOutcome outcome) {
   if (outcome == CacheOutcome::kHit) counters_.hits++;
   if (outcome == CacheOutcome::kMiss) counters_.misses++;
 }
 
-std::shared_ptr<Specialization> Dispatcher::adopt(const SpecKey& key,
+std::shared_ptr<Specialization> SpecializationTable::adopt(const SpecKey& key,
                                                   std::shared_ptr<const CompiledProgram> compiled,
                                                   size_t index, CacheOutcome outcome) {
   TORCH_INTERNAL_ASSERT(compiled && index < compiled->lowered_names.size() &&
@@ -369,11 +277,11 @@ std::shared_ptr<Specialization> Dispatcher::adopt(const SpecKey& key,
   std::shared_future<std::shared_ptr<Specialization>> existing;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = cache_.find(key);
-    if (it == cache_.end()) {
+    auto it = table_.find(key);
+    if (it == table_.end()) {
       std::promise<std::shared_ptr<Specialization>> ready;
       ready.set_value(spec);
-      cache_.emplace(key, ready.get_future().share());
+      table_.emplace(key, ready.get_future().share());
       order_.push_back(spec);
       return spec;
     }
@@ -384,11 +292,11 @@ std::shared_ptr<Specialization> Dispatcher::adopt(const SpecKey& key,
   return existing.get();
 }
 
-std::shared_ptr<Specialization> Dispatcher::adopt_foreign(
+std::shared_ptr<Specialization> SpecializationTable::adopt_foreign(
     const SpecKey& key, std::shared_ptr<const CompiledProgram> compiled, const char* origin) {
-  check_key(*decl_, key, origin);
+  check_key(def_.decl(), key, origin);
   auto fail = [&](const std::string& what) {
-    TORCH_CHECK_VALUE(false, "torch_cudajit: ", origin, " of kernel '", decl_->name, "' ", what,
+    TORCH_CHECK_VALUE(false, "torch_cudajit: ", origin, " of kernel '", def_.decl().name, "' ", what,
                       "; it is damaged or belongs to another kernel.");
   };
   if (compiled->lowered_names.size() != 1 || compiled->probes.size() != 1 ||
@@ -403,14 +311,14 @@ std::shared_ptr<Specialization> Dispatcher::adopt_foreign(
   if (target_arch <= 0 || (sm && target_arch != key.arch) || (compute && target_arch > key.arch))
     fail("was compiled for '" + t + "', not for sm_" + std::to_string(key.arch));
   const std::string expected =
-      program_->instantiations({{decl_->name, key, options_.template_args}})[0].kernel_expression;
+      def_.program().instantiations({{def_.decl().name, key, def_.options().template_args}})[0].kernel_expression;
   if (compiled->name_expressions[0] != expected)
     fail("instantiates '" + compiled->name_expressions[0] + "', but its key asks for '" +
          expected + "'");
   for (uint32_t i = 0; i < key.size; ++i) {
     const ParamProbe& pr = compiled->probes[0][i];
     const ArgSig& s = key.args[i];
-    const ParamKind kind = decl_->params[i].kind;
+    const ParamKind kind = def_.decl().params[i].kind;
     const bool array = s.kind == ArgKind::kTensor && (kind == ParamKind::kArray || kind == ParamKind::kAuto);
     const bool pow2 = pr.align != 0 && (pr.align & (pr.align - 1)) == 0;
     // A pointer's probe describes its pointee: 0 and 0 for void, else any size of whole
@@ -420,18 +328,18 @@ std::shared_ptr<Specialization> Dispatcher::adopt_foreign(
                          : (array && pr.size != (s.rank ? 8u + 16u * s.rank : 8u)) || !pow2 || pr.size > 4096;
     if (bad)
       fail("reports a size of " + std::to_string(pr.size) + " and alignment " +
-           std::to_string(pr.align) + " for parameter '" + decl_->params[i].name + "'");
+           std::to_string(pr.align) + " for parameter '" + def_.decl().params[i].name + "'");
   }
   return adopt(key, std::move(compiled), 0, CacheOutcome::kBypassed);
 }
 
-std::shared_ptr<Specialization> Dispatcher::get(const SpecKey& key) {
+std::shared_ptr<Specialization> SpecializationTable::get(const SpecKey& key) {
   if (auto hit = lookup(key)) return hit;
   return compile_many({key})[0];
 }
 
-std::shared_ptr<Specialization> Dispatcher::get_virtual(const SpecKey& key) {
-  if (!def_->virtual_grid_refusal().empty()) return nullptr;
+std::shared_ptr<Specialization> SpecializationTable::get_virtual(const SpecKey& key) {
+  if (!def_.virtual_grid_refusal().empty()) return nullptr;
   std::promise<std::shared_ptr<Specialization>> promise;
   std::shared_future<std::shared_ptr<Specialization>> existing;
   {
@@ -447,17 +355,17 @@ std::shared_ptr<Specialization> Dispatcher::get_virtual(const SpecKey& key) {
   std::shared_ptr<Specialization> spec;
   std::string failure;
   try {
-    CompileOptions opts = options_.compile;
+    CompileOptions opts = def_.options().compile;
     opts.arch = key.arch;
-    InstantiationRequest request{decl_->name, key, options_.template_args, virtual_blocks_for(key)};
-    const CompiledInstance got = compile_cached(*program_, {request}, opts, options_.cache)[0];
+    InstantiationRequest request{def_.decl().name, key, def_.options().template_args, virtual_blocks_for(key)};
+    const CompiledInstance got = compile_cached(def_.program(), {request}, opts, def_.options().cache)[0];
     count(got.outcome);
     spec = build(key, got.compiled, got.index);
     spec->virtual_blocks = request.virtual_blocks;
     uint32_t offset = (spec->buffer_size + 7u) / 8u * 8u;
     spec->companion_offset = offset;
     for (uint32_t i = 0; i < key.size; ++i)
-      if (virtual_grid_companion(decl_->params[i], key.args[i])) spec->companions.push_back(i);
+      if (virtual_grid_companion(def_.decl().params[i], key.args[i])) spec->companions.push_back(i);
     // The companions, then the task count (8 bytes), grid size, prefetch mask and distance.
     spec->buffer_size = offset + 8u * static_cast<uint32_t>(spec->companions.size()) + 20u;
   } catch (const CompileError& e) {
@@ -479,16 +387,28 @@ std::shared_ptr<Specialization> Dispatcher::get_virtual(const SpecKey& key) {
   return spec;
 }
 
-std::string Dispatcher::virtual_grid_failure(const SpecKey& key) const {
-  if (!def_->virtual_grid_refusal().empty()) return def_->virtual_grid_refusal();
+std::string SpecializationTable::virtual_grid_failure(const SpecKey& key) const {
+  if (!def_.virtual_grid_refusal().empty()) return def_.virtual_grid_refusal();
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = virtual_failures_.find(key);
   return it == virtual_failures_.end() ? "" : it->second;
 }
 
-std::vector<std::shared_ptr<Specialization>> Dispatcher::specializations() const {
+std::vector<std::shared_ptr<Specialization>> SpecializationTable::specializations() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return order_;
+}
+
+Specialization* SpecializationTable::virtual_variant(Specialization& spec) {
+  if (!spec.virtual_looked_up_.load(std::memory_order_acquire)) {
+    // The runner may release the GIL; it must do so before call_once waits on another thread's
+    // compile, or that thread could not take the GIL back to return.
+    run_blocking([&] {
+      std::call_once(spec.virtual_once_, [&] { spec.virtual_variant_ = get_virtual(spec.key); });
+    });
+    spec.virtual_looked_up_.store(true, std::memory_order_release);
+  }
+  return spec.virtual_variant_.get();
 }
 
 }  // namespace torch_cudajit

@@ -1,16 +1,15 @@
-// torch_cudajit: the specialization key of a call (Dispatcher::make_key): each argument checked
-// against its parameter and reduced to what decides the compiled code (dtype, rank, layout,
-// alignment and index width of tensors; kind of numbers), plus the device's architecture.
-#include "dispatcher.h"
+// torch_cudajit: the specialization key of a call (see call_binder.h).
+#include "call_binder.h"
 
-#include "dispatcher_internal.h"
+#include "module.h"
+#include "torch_device.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace torch_cudajit {
 namespace {
 
-using detail::device_address;
 using detail::kind_name;
 
 std::string shape_of(const at::Tensor& t) {
@@ -38,42 +37,16 @@ uint8_t layout_property_flags(const at::Tensor& t) {
 
 }  // namespace
 
-TypeCode type_code_of(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Bool: return TypeCode::kBool;
-    case c10::ScalarType::Char: return TypeCode::kInt8;
-    case c10::ScalarType::Byte: return TypeCode::kUInt8;
-    case c10::ScalarType::Short: return TypeCode::kInt16;
-    case c10::ScalarType::Int: return TypeCode::kInt32;
-    case c10::ScalarType::Long: return TypeCode::kInt64;
-    case c10::ScalarType::Half: return TypeCode::kHalf;
-    case c10::ScalarType::BFloat16: return TypeCode::kBFloat16;
-    case c10::ScalarType::Float: return TypeCode::kFloat;
-    case c10::ScalarType::Double: return TypeCode::kDouble;
-    case c10::ScalarType::ComplexFloat: return TypeCode::kComplexFloat;
-    case c10::ScalarType::ComplexDouble: return TypeCode::kComplexDouble;
-    case c10::ScalarType::UInt16: return TypeCode::kUInt16;
-    case c10::ScalarType::UInt32: return TypeCode::kUInt32;
-    case c10::ScalarType::UInt64: return TypeCode::kUInt64;
-    default:
-      TORCH_CHECK_TYPE(false, "torch_cudajit: tensors of dtype ", dtype,
-                       " cannot be passed to kernels; supported dtypes are float16, bfloat16, "
-                       "float32, float64, int8/16/32/64, uint8/16/32/64, bool, complex64 and "
-                       "complex128.");
-  }
-}
-
-
-void Dispatcher::key_device(size_t i, const at::Tensor& t, int arch, int& dev,
+void CallBinder::key_device(size_t i, const at::Tensor& t, int arch, int& dev,
                             size_t& dev_param) const {
-  const auto& params = decl_->params;
+  const auto& params = def_.decl().params;
   const Param& p = params[i];
   if (arch == 0 && !t.is_cuda()) {
     // Pinned host memory is mapped into the device's address space: pointer and Array
     // parameters reach it through its device address (launch, device_address).
     const bool addressable = p.kind != ParamKind::kScalar && t.is_cpu();
     if (!addressable || !t.is_pinned())
-      fail_param(i, "got a tensor on " + t.device().str() +
+      detail::param_type_error(def_.decl(), i, "got a tensor on " + t.device().str() +
                         "; kernels take CUDA tensors. Move it with .cuda() or .to('cuda')" +
                         (addressable ? ", or pin it with .pin_memory(): pointer and cj::Array "
                                        "parameters take pinned CPU tensors, which the kernel "
@@ -85,7 +58,7 @@ void Dispatcher::key_device(size_t i, const at::Tensor& t, int arch, int& dev,
       dev = d;
       dev_param = i;
     } else if (d != dev) {
-      TORCH_CHECK_VALUE(false, "torch_cudajit: kernel '", decl_->name,
+      TORCH_CHECK_VALUE(false, "torch_cudajit: kernel '", def_.decl().name,
                         "' got tensors on two devices: parameter '", params[dev_param].name,
                         "' is on cuda:", dev, " and parameter '", p.name, "' is on cuda:", d,
                         ". Move them to one device.");
@@ -93,22 +66,22 @@ void Dispatcher::key_device(size_t i, const at::Tensor& t, int arch, int& dev,
   }
 }
 
-void Dispatcher::key_tensor(size_t i, const at::Tensor& t, int arch, ArgSig& s, int& dev,
+void CallBinder::key_tensor(size_t i, const at::Tensor& t, int arch, ArgSig& s, int& dev,
                             size_t& dev_param) const {
-  const auto& params = decl_->params;
+  const auto& params = def_.decl().params;
   const Param& p = params[i];
-  if (!t.defined()) fail_param(i, "got an undefined tensor.");
+  if (!t.defined()) detail::param_type_error(def_.decl(), i, "got an undefined tensor.");
   key_device(i, t, arch, dev, dev_param);
   s.dtype = type_code_of(t.scalar_type());
-  const TypeCode declared = def_->bindings()[i].element;
+  const TypeCode declared = def_.bindings()[i].element;
   if (p.kind == ParamKind::kArray || p.kind == ParamKind::kPointer) {
     if (declared != TypeCode::kUnknown && declared != s.dtype)
-      fail_param(i, std::string("takes ") + dtype_name(declared) +
+      detail::param_type_error(def_.decl(), i, std::string("takes ") + dtype_name(declared) +
                         " elements, got a tensor of dtype " + dtype_name(s.dtype) + ".");
   }
-  if (const VectorType* v = def_->bindings()[i].vector) {
+  if (const VectorType* v = def_.bindings()[i].vector) {
     if (v->element != s.dtype)
-      fail_param(i, "points to " + p.element + ", " + std::to_string(v->lanes) + " lane(s) of " +
+      detail::param_type_error(def_.decl(), i, "points to " + p.element + ", " + std::to_string(v->lanes) + " lane(s) of " +
                         dtype_name(v->element) + "; got a tensor of dtype " +
                         dtype_name(s.dtype) + ". Pass a " + dtype_name(v->element) +
                         " tensor whose size is a multiple of " + std::to_string(v->lanes) +
@@ -118,14 +91,14 @@ void Dispatcher::key_tensor(size_t i, const at::Tensor& t, int arch, ArgSig& s, 
     case ParamKind::kArray:
     case ParamKind::kAuto: {
       int64_t rank = t.dim();
-      if (def_->bindings()[i].rank >= 0 && def_->bindings()[i].rank != rank)
-        fail_param(i, "takes a tensor of rank " + p.rank + ", got rank " +
+      if (def_.bindings()[i].rank >= 0 && def_.bindings()[i].rank != rank)
+        detail::param_type_error(def_.decl(), i, "takes a tensor of rank " + p.rank + ", got rank " +
                           std::to_string(rank) + " (" + shape_of(t) + ").");
-      if (rank > 16) fail_param(i, "got a tensor of rank " + std::to_string(rank) + "; at most 16 is supported.");
+      if (rank > 16) detail::param_type_error(def_.decl(), i, "got a tensor of rank " + std::to_string(rank) + "; at most 16 is supported.");
       s.rank = static_cast<uint8_t>(rank);
       bool contiguous = t.is_contiguous();
       if (p.layout == LayoutMode::kContiguous && !contiguous)
-        fail_param(i, "is declared cj::Contiguous and needs a contiguous tensor, got " +
+        detail::param_type_error(def_.decl(), i, "is declared cj::Contiguous and needs a contiguous tensor, got " +
                           shape_of(t) + ". Call .contiguous() on it, or declare it cj::Strided.");
       if (p.layout == LayoutMode::kStrided) contiguous = false;
       if (p.layout == LayoutMode::kContiguous) contiguous = true;
@@ -134,70 +107,70 @@ void Dispatcher::key_tensor(size_t i, const at::Tensor& t, int arch, ArgSig& s, 
     }
     case ParamKind::kPointer:
       if (!t.is_contiguous())
-        fail_param(i, "is a raw pointer and needs a contiguous tensor, got " + shape_of(t) +
+        detail::param_type_error(def_.decl(), i, "is a raw pointer and needs a contiguous tensor, got " + shape_of(t) +
                           ". Call .contiguous() on it, or declare the parameter as a "
                           "cj::Array to take strided tensors.");
       break;
     case ParamKind::kScalar:
       if (p.tag)
-        fail_param(i, "is a tag and takes a Python bool or int (its value picks the "
+        detail::param_type_error(def_.decl(), i, "is a tag and takes a Python bool or int (its value picks the "
                       "specialization), got a tensor.");
       if (t.dim() != 0)
-        fail_param(i, "is a scalar and takes a number or a 0-d tensor, got a tensor of " +
+        detail::param_type_error(def_.decl(), i, "is a scalar and takes a number or a 0-d tensor, got a tensor of " +
                           shape_of(t) + ".");
       break;
   }
 }
 
-void Dispatcher::key_value(size_t i, const Arg& a, ArgSig& s) const {
-  const Param& p = decl_->params[i];
+void CallBinder::key_value(size_t i, const Arg& a, ArgSig& s) const {
+  const Param& p = def_.decl().params[i];
   if (p.kind == ParamKind::kPointer && a.kind == ArgKind::kInt) {
     const std::string v = a.big_unsigned ? std::to_string(a.u) : std::to_string(a.i);
-    fail_param(i, "takes a tensor, got the Python int " + v + ". A raw device address "
+    detail::param_type_error(def_.decl(), i, "takes a tensor, got the Python int " + v + ". A raw device address "
                   "must be wrapped: pass cj.DevicePointer(" + v + "), or None for a NULL "
                   "pointer.");
   }
   if (p.kind == ParamKind::kPointer)
-    fail_param(i, std::string("takes a tensor, None (NULL) or a cj.DevicePointer, got ") +
+    detail::param_type_error(def_.decl(), i, std::string("takes a tensor, None (NULL) or a cj.DevicePointer, got ") +
                       kind_name(a.kind) + ".");
   if (p.kind == ParamKind::kArray)
-    fail_param(i, std::string("takes a tensor, got ") + kind_name(a.kind) + ".");
+    detail::param_type_error(def_.decl(), i, std::string("takes a tensor, got ") + kind_name(a.kind) + ".");
   if (p.kind == ParamKind::kAuto && a.kind == ArgKind::kBytes)
-    fail_param(i, "is `auto`; extension bytes need a declared parameter type.");
+    detail::param_type_error(def_.decl(), i, "is `auto`; extension bytes need a declared parameter type.");
   if (a.kind == ArgKind::kBytes) {
     // Bytes carry no type, so they cannot decide a template parameter the type names.
-    const auto names = decl_->template_param_names();
+    const auto names = def_.decl().template_param_names();
     for (const std::string& id : identifiers_of(p.type))
       if (std::find(names.begin(), names.end(), id) != names.end())
-        fail_param(i, "has type `" + p.type + "`, which depends on template parameter `" +
+        detail::param_type_error(def_.decl(), i, "has type `" + p.type + "`, which depends on template parameter `" +
                           id + "`; extension bytes cannot decide it. Pass a value the "
                           "kernel can deduce `" + id + "` from, or declare a concrete type.");
   }
   if (p.tag && a.kind != ArgKind::kBytes) {
     if (a.kind != ArgKind::kBool && a.kind != ArgKind::kInt)
-      fail_param(i, std::string("is a tag and takes a Python bool or int (its value picks "
+      detail::param_type_error(def_.decl(), i, std::string("is a tag and takes a Python bool or int (its value picks "
                                 "the specialization), got ") + kind_name(a.kind) + ".");
     if (a.big_unsigned || a.i < -32768 || a.i > 32767)
-      fail_value(i, "is a tag; its value must be in [-32768, 32767], got " +
+      detail::param_value_error(def_.decl(), i, "is a tag; its value must be in [-32768, 32767], got " +
                         (a.big_unsigned ? std::to_string(a.u) : std::to_string(a.i)) + ".");
     set_tag(s, a.kind == ArgKind::kBool, static_cast<int16_t>(a.i));
   } else if (p.kind == ParamKind::kScalar) {
-    const TypeCode declared = def_->bindings()[i].scalar;
+    const TypeCode declared = def_.bindings()[i].scalar;
     if (declared != TypeCode::kUnknown) {
       bool ok = true;
       if (a.kind == ArgKind::kFloat) ok = is_floating(declared) || is_complex(declared);
       if (a.kind == ArgKind::kComplex) ok = is_complex(declared);
-      if (!ok) fail_param(i, std::string("cannot take a Python ") + kind_name(a.kind) + ".");
+      if (!ok) detail::param_type_error(def_.decl(), i, std::string("cannot take a Python ") + kind_name(a.kind) + ".");
     }
   }
 }
 
-SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) const {
-  const auto& params = decl_->params;
+SpecKey CallBinder::key(const Arg* args, size_t n, int* device, int arch) const {
+  const auto& params = def_.decl().params;
   if (n != params.size()) {
     std::string names;
     for (const auto& p : params) names += (names.empty() ? "" : ", ") + p.name;
-    TORCH_CHECK_TYPE(false, "torch_cudajit: kernel '", decl_->name, "' takes ", params.size(),
+    TORCH_CHECK_TYPE(false, "torch_cudajit: kernel '", def_.decl().name, "' takes ", params.size(),
                      " argument(s) (", names, "), got ", n, ".");
   }
   SpecKey key;
@@ -219,11 +192,11 @@ SpecKey Dispatcher::make_key(const Arg* args, size_t n, int* device, int arch) c
     if (a.kind == ArgKind::kTensor) {
       key_tensor(i, *a.tensor, arch, s, dev, dev_param);
     } else if (a.kind == ArgKind::kNone) {
-      fail_param(i, "got no value.");
+      detail::param_type_error(def_.decl(), i, "got no value.");
     } else if (a.kind == ArgKind::kAddress) {
       if (p.kind != ParamKind::kPointer) {
         const std::string wants = p.kind == ParamKind::kScalar ? "a number" : "a tensor";
-        fail_param(i, std::string(a.is_none ? "got None" : "got a cj.DevicePointer") + "; only raw "
+        detail::param_type_error(def_.decl(), i, std::string(a.is_none ? "got None" : "got a cj.DevicePointer") + "; only raw "
                       "pointer parameters (T*, const T*) take " +
                       (a.is_none ? "None (as a NULL pointer)" : "device addresses") +
                       ". Pass " + wants + ".");
