@@ -449,11 +449,13 @@ std::shared_ptr<Specialization> Dispatcher::get_virtual(const SpecKey& key) {
   try {
     CompileOptions opts = options_.compile;
     opts.arch = key.arch;
-    InstantiationRequest request{decl_->name, key, options_.template_args, virtual_blocks_for(key)};
+    const int blocks = virtual_blocks_for(key);
+    InstantiationRequest request{decl_->name, key, options_.template_args,
+                                 virtual_grid_wrapping(blocks)};
     const CompiledInstance got = compile_cached(*program_, {request}, opts, options_.cache)[0];
     count(got.outcome);
     spec = build(key, got.compiled, got.index);
-    spec->virtual_blocks = request.virtual_blocks;
+    spec->virtual_blocks = blocks;
     uint32_t offset = (spec->buffer_size + 7u) / 8u * 8u;
     spec->companion_offset = offset;
     for (uint32_t i = 0; i < key.size; ++i)

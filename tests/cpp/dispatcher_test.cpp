@@ -3,6 +3,7 @@
 // specialization cache: compile once, compile_many in one NVRTC call, concurrent get().
 #include "dispatcher.h"
 
+#include "reading.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>
@@ -39,7 +40,7 @@ Arg none_arg() {
 
 std::shared_ptr<Dispatcher> make_dispatcher(const std::string& source, const std::string& name,
                                             KernelOptions options = {}) {
-  return std::make_shared<Dispatcher>(std::make_shared<const Program>(source), name,
+  return std::make_shared<Dispatcher>(read_program(source), name,
                                       std::move(options));
 }
 

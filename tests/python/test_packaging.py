@@ -4,6 +4,7 @@ tree that was never built. (CI also builds an sdist and a wheel and installs eac
 scripts/package_check.sh.)"""
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -96,3 +97,40 @@ def test_import_pulls_in_no_symbolic_shapes():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def _include_cycles():
+    spec = importlib.util.spec_from_file_location(
+        "include_cycles", os.path.join(REPO, "scripts", "include_cycles.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_core_headers_include_no_cycle(tmp_path):
+    """Every header of the C++ core (csrc/*.h) can be read before those that include it:
+    scripts/include_cycles.py finds no cycle among their #include "..." lines."""
+    out = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "include_cycles.py")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    # The check itself finds a cycle, through a header it reaches by way of another.
+    (tmp_path / "a.h").write_text('#include "b.h"\n#include <vector>\n')
+    (tmp_path / "b.h").write_text('#  include "c.h"\n')
+    (tmp_path / "c.h").write_text('#include "a.h"\n#include "d.h"\n')
+    (tmp_path / "d.h").write_text("")
+    cycles = _include_cycles()
+    assert cycles.cycles(cycles.include_graph(str(tmp_path))) == [["a.h", "b.h", "c.h", "a.h"]]
+    out = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "include_cycles.py"),
+                          str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 1 and "a.h -> b.h -> c.h -> a.h" in out.stdout
+
+
+def test_program_includes_no_layer_built_on_it():
+    """The NVRTC stage (csrc/program.*) builds on the reflection alone: the reading layer, the
+    disk cache and forall's virtual grid build on it, never the other way."""
+    pattern = _include_cycles().INCLUDE
+    above = {"cache.h", "cache_key.h", "compile_cache.h", "reading.h", "dependencies.h",
+             "virtual_grid.h"}
+    for name in ("program.h", "program.cpp"):
+        included = {os.path.basename(i) for i in pattern.findall(_read(REPO, "csrc", name))}
+        assert not included & above, (name, sorted(included & above))
