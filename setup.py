@@ -71,16 +71,20 @@ class BuildCoreAndBinding(BuildExtension):
         self._copy_cxx_headers(os.path.join(HERE, "torch_cudajit"))
 
     def _copy_cxx_headers(self, package_dir):
-        # <package>/cxx/torch_cudajit/*.h: the C++ API for find_package(torch_cudajit). Kept apart
-        # from <package>/include, NVRTC's folder, whose <cstdint> stand-ins must not shadow the
-        # host compiler's headers.
+        # <package>/cxx/torch_cudajit/*.h: the C++ API for find_package(torch_cudajit), the
+        # headers csrc/public_headers.txt names. Kept apart from <package>/include, NVRTC's
+        # folder, whose <cstdint> stand-ins must not shadow the host compiler's headers.
         dest = os.path.join(package_dir, "cxx", "torch_cudajit")
-        for header in glob.glob(os.path.join(HERE, "csrc", "**", "*.h"), recursive=True):
-            rel = os.path.relpath(header, os.path.join(HERE, "csrc"))
-            if rel.startswith("python" + os.sep):
-                continue
+        shutil.rmtree(dest, ignore_errors=True)
+        for rel in public_headers():
             os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
-            shutil.copyfile(header, os.path.join(dest, rel))
+            shutil.copyfile(os.path.join(HERE, "csrc", rel), os.path.join(dest, rel))
+
+
+def public_headers():
+    """The installed C++ API: csrc/public_headers.txt, one header (relative to csrc/) a line."""
+    with open(os.path.join(HERE, "csrc", "public_headers.txt"), encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip() and not line.startswith("#")]
 
 
 core_sources = sorted(glob.glob("csrc/*.cpp")) + sorted(glob.glob("csrc/ops/*.cpp"))

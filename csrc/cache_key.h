@@ -7,6 +7,7 @@
 
 #include "dependencies.h"
 #include "program.h"
+#include "reading.h"
 
 #include <string>
 #include <vector>
@@ -14,9 +15,10 @@
 namespace torch_cudajit {
 
 /// The cache key (64 hex characters) of compiling `generated` of `program` with `options`, whose
-/// source reads the files `deps` (program.dependencies(options)); "" when the files are not
-/// known exactly (Dependencies::inexact, or a linked .cu file's): the compile must then bypass
-/// the disk cache, and `inexact` (when given) receives why. Computing it never loads NVRTC.
+/// source reads the files `deps` (program_dependencies(program, options)); "" when the files are
+/// not known exactly (Dependencies::inexact, or a linked .cu file's): the compile must then
+/// bypass the disk cache, and `inexact` (when given) receives why. Computing it never loads
+/// NVRTC.
 std::string compile_key(const Program& program, const GeneratedSource& generated,
                         const CompileOptions& options, const Dependencies& deps,
                         std::string* inexact = nullptr);
@@ -25,7 +27,7 @@ inline std::string compile_key(const Program& program,
                                const std::vector<InstantiationRequest>& requests,
                                const CompileOptions& options, std::string* inexact = nullptr) {
   return compile_key(program, program.generate(requests), options,
-                     program.dependencies(options), inexact);
+                     program_dependencies(program, options), inexact);
 }
 
 }  // namespace torch_cudajit

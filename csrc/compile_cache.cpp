@@ -5,6 +5,7 @@
 #include "cache_key.h"
 #include "file_io.h"
 #include "headers.h"
+#include "reading.h"
 
 #include <utility>
 
@@ -162,13 +163,13 @@ std::vector<CompiledInstance> compile_cached(const Program& program,
   std::vector<size_t> all(requests.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   DiskCache& cache = DiskCache::instance();
-  if (!use_cache || !program.use_cache() || !cache.usable()) {
+  if (!use_cache || !program_uses_cache(program) || !cache.usable()) {
     compile_together(program, requests, all, options, CacheOutcome::kBypassed, out);
     return out;
   }
   // The files the source reads when compiled for this architecture, as the front end found
   // them (checked against the disk now).
-  const Dependencies deps = program.dependencies(options);
+  const Dependencies deps = program_dependencies(program, options);
   // Each request under its own key, which its generated source decides.
   std::vector<GeneratedSource> singles;
   std::vector<std::string> keys;

@@ -2,6 +2,7 @@
 // fingerprint and pickled form, each computed once.
 #include "definition.h"
 
+#include "reading.h"
 #include "serialize.h"
 #include "sha256.h"
 #include "virtual_grid.h"
@@ -83,9 +84,8 @@ std::shared_ptr<const KernelDefinition> KernelDefinition::from_source(std::strin
                                                                       const std::string& name,
                                                                       KernelOptions options,
                                                                       std::string filename) {
-  auto program = std::make_shared<const Program>(std::move(source), std::move(filename),
-                                                 options.compile.extra, options.compile.std,
-                                                 /*arch=*/0, options.cache);
+  auto program = read_program(std::move(source), std::move(filename), options.compile.extra,
+                              options.compile.std, /*arch=*/0, options.cache);
   return std::make_shared<const KernelDefinition>(std::move(program), name, std::move(options));
 }
 
@@ -106,9 +106,7 @@ std::shared_ptr<const KernelDefinition> KernelDefinition::from_state(const State
   KernelOptions options = options_of(s);
   if (std::get<11>(s).empty())
     return from_source(std::get<0>(s), std::get<1>(s), std::move(options), std::get<9>(s));
-  auto program = Program::from_reflection(std::get<0>(s), std::get<9>(s), std::get<11>(s),
-                                          options.compile.extra, options.compile.std,
-                                          options.cache);
+  auto program = load_program(std::get<0>(s), std::get<9>(s), std::get<11>(s), options.cache);
   return std::make_shared<const KernelDefinition>(std::move(program), std::get<1>(s),
                                                   std::move(options));
 }

@@ -1,7 +1,7 @@
 // torch_cudajit: the kernel definition. One __global__ function of a reflected Program, the
 // options it was created with, and what its declaration fixes about each parameter (its
 // binding: kind, constness, role and concrete C++ types). A definition is built once and shared,
-// never copied, by every layer that launches the kernel: the Dispatcher, the TorchScript object
+// never copied, by every layer that launches the kernel: the KernelRuntime, the TorchScript object
 // (torch.classes.cudajit.Kernel), the Python Kernel and KernelModule, and the C++ Kernel. None of
 // them recomputes a binding, a role, the effective options or the pickled form.
 #pragma once

@@ -74,8 +74,9 @@ std::string compile_cu_to_ltoir(const std::string& path, const std::vector<std::
 }  // namespace
 
 
-void Program::link(nvrtcProgram prog, const std::vector<InstantiationRequest>& requests,
-                   const CompileOptions& options, CompiledProgram& out) const {
+void detail::link_program(const Program& program, nvrtcProgram prog,
+                          const std::vector<InstantiationRequest>& requests,
+                          const CompileOptions& options, CompiledProgram& out) {
   size_t ir_size = 0;
   CJ_CHECK(nvrtcGetLTOIRSize, prog, &ir_size);
   std::string ir(ir_size, '\0');
@@ -98,10 +99,10 @@ void Program::link(nvrtcProgram prog, const std::vector<InstantiationRequest>& r
   } destroy{&h};
   auto fail = [&](const std::string& what) {
     throw CompileError(detail::kernel_names(requests), "sm_" + std::to_string(options.arch), out.options, link_log(h),
-                       number_lines(source_), what);
+                       number_lines(program.source()), what);
   };
   if (detail::nvjitlink().nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, ir.data(), ir.size(),
-                                           filename_.c_str()) != NVJITLINK_SUCCESS)
+                                           program.filename().c_str()) != NVJITLINK_SUCCESS)
     fail("nvJitLink rejected the kernel's own LTO-IR.\n");
   for (const std::string& path : options.link) {
     const std::string ext = extension_of(path);

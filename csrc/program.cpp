@@ -1,14 +1,10 @@
 // torch_cudajit: NVRTC compilation of reflected programs (see program.h).
 #include "program.h"
 
-#include "serialize.h"
-
-#include "virtual_grid.h"
-
 #include "cuda_api.h"
 #include "headers.h"
 #include "options.h"
-#include "reading.h"
+#include "serialize.h"
 #include "sha256.h"
 
 #include <algorithm>
@@ -24,124 +20,51 @@ std::atomic<uint64_t> g_compiles{0};
 
 uint64_t nvrtc_compile_count() { return g_compiles.load(); }
 
-namespace {
-// What of a reflection decides how arguments bind and what the generated code names: the
-// kernels, their template headers and their parameters.
-std::string binding_signature(const std::vector<KernelDecl>& kernels) {
-  std::string out;
-  for (const KernelDecl& k : kernels) {
-    out += k.name + '\0' + k.qualified_name + '\0' + k.template_params + '\0' +
-           (k.is_template ? "t" : "") + '\0';
-    for (const Param& p : k.params)
-      out += p.name + '\0' + p.type + '\0' + to_string(p.kind) + (p.is_const ? "c" : "") +
-             '\0' + p.element + '\0' + p.rank + '\0' + std::to_string(static_cast<int>(p.layout)) +
-             '\0' + p.rewritten_type + (p.tag ? "t" : "") + '\0';
-    out += '\n';
-  }
-  return out;
+std::string source_digest(const std::string& filename, const std::string& source) {
+  Sha256 h;
+  h.field(filename).field(source);
+  return h.hex_digest();
 }
 
-// What the front end's reading depends on besides the source, as a memo key.
-std::string dependency_memo_key(int arch, const std::string& std,
-                                const std::vector<std::string>& options) {
-  std::string key = std::to_string(arch) + '\0' + std + '\0';
-  for (const auto& o : options) key += o + '\0';
-  return key;
-}
-}  // namespace
-
-Program::Program(std::string source, std::string filename, const std::vector<std::string>& options,
-                 const std::string& std, int arch, bool use_cache)
-    : source_(std::move(source)), filename_(std::move(filename)), options_(options), std_(std),
-      use_cache_(use_cache) {
-  const size_t nul = source_.find('\0');
-  TORCH_CHECK_VALUE(nul == std::string::npos, "torch_cudajit: the source of '", filename_,
+void Program::check_source(const std::string& source, const std::string& filename,
+                           const std::vector<std::string>& options) {
+  const size_t nul = source.find('\0');
+  TORCH_CHECK_VALUE(nul == std::string::npos, "torch_cudajit: the source of '", filename,
                     "' has a NUL byte at offset ", nul, " (line ",
-                    std::count(source_.begin(), source_.begin() + static_cast<std::ptrdiff_t>(nul), '\n') + 1,
+                    std::count(source.begin(), source.begin() + static_cast<std::ptrdiff_t>(nul), '\n') + 1,
                     "); NVRTC would read it only up to there. Remove the NUL byte (a source read "
                     "in binary mode, or a C string buffer passed whole?).");
-  detail::check_program_name(filename_);
-  detail::check_options(options_);
-  if (arch <= 0) arch = detail::current_context_arch();
-  if (arch <= 0) arch = kDefaultFrontendArch;
-  SourceReading reading = read_source(source_, filename_, options_, std_, arch, use_cache_);
-  kernels_ = std::move(reading.kernels);
-  deps_.emplace(dependency_memo_key(arch, std_, options_), std::move(reading.deps));
+  detail::check_program_name(filename);
+  detail::check_options(options);
+}
+
+Program::Program(std::string source, std::string filename, std::vector<KernelDecl> kernels)
+    : source_(std::move(source)), filename_(std::move(filename)), kernels_(std::move(kernels)) {
   rewritten_ = rewrite_layouts(source_, kernels_);
   source_needs_ = detail::implicit_needs(rewritten_);
   digest_ = source_digest(filename_, source_);
 }
 
-std::shared_ptr<const Program> Program::from_reflection(std::string source, std::string filename,
-                                                        const std::string& reflection,
-                                                        const std::vector<std::string>& options,
-                                                        const std::string& std, bool use_cache) {
-  std::shared_ptr<Program> p(new Program());
-  p->source_ = std::move(source);
-  p->filename_ = std::move(filename);
-  p->options_ = options;
-  p->std_ = std;
-  p->use_cache_ = use_cache;
-  p->digest_ = source_digest(p->filename_, p->source_);
-  const size_t n = p->digest_.size();
-  TORCH_CHECK_VALUE(reflection.compare(0, n, p->digest_) == 0, "torch_cudajit: the serialized "
-                    "reflection given for '", p->filename_, "' was read from another source (its "
+Program Program::from_reflection(std::string source, std::string filename,
+                                 const std::string& reflection) {
+  const std::string digest = source_digest(filename, source);
+  const size_t n = digest.size();
+  TORCH_CHECK_VALUE(reflection.compare(0, n, digest) == 0, "torch_cudajit: the serialized "
+                    "reflection given for '", filename, "' was read from another source (its "
                     "digest is '", detail::utf8_text(reflection.substr(0, n)),
-                    "', the source's is '", p->digest_,
+                    "', the source's is '", digest,
                     "'); pass the reflection that Program::reflection() gave for this source.");
   const std::string kernels = reflection.size() > 2 * n ? reflection.substr(2 * n) : "";
   TORCH_CHECK_VALUE(reflection.size() > 2 * n && sha256_hex(kernels) == reflection.substr(n, n),
-                    "torch_cudajit: the serialized reflection given for '", p->filename_,
+                    "torch_cudajit: the serialized reflection given for '", filename,
                     "' is damaged (its checksum does not match its ", reflection.size(),
                     " bytes); pickle or script the kernel again.");
-  p->kernels_ = deserialize_kernels(kernels);
-  p->rewritten_ = rewrite_layouts(p->source_, p->kernels_);
-  p->source_needs_ = detail::implicit_needs(p->rewritten_);
-  return p;
+  return Program(std::move(source), std::move(filename), deserialize_kernels(kernels));
 }
 
 std::string Program::reflection() const {
   const std::string kernels = serialize_kernels(kernels_);
   return digest_ + sha256_hex(kernels) + kernels;
-}
-
-Dependencies Program::dependencies(const CompileOptions& options) const {
-  const int arch = options.arch;
-  const std::string memo_key = dependency_memo_key(arch, options.std, options.extra);
-  std::lock_guard<std::mutex> lock(deps_mutex_);
-  auto it = deps_.find(memo_key);
-  const std::string toolkit = toolkit_include_dir();
-  if (it != deps_.end() && it->second.exact() && files_unchanged(it->second.files, toolkit))
-    return it->second;
-  if (it != deps_.end() && !it->second.exact()) return it->second;
-  // Not read for this architecture yet, or a file changed since: read it again. The
-  // declarations must be those the kernel was bound with.
-  std::vector<KernelDecl> kernels;
-  Dependencies deps =
-      read_dependencies(source_, filename_, options.extra, options.std, arch, use_cache_, &kernels);
-  if (deps.exact() || !kernels.empty()) {
-    if (binding_signature(kernels_) != binding_signature(kernels)) {
-      std::string which;
-      for (const KernelDecl& k : kernels_) {
-        const KernelDecl* other = nullptr;
-        for (const KernelDecl& o : kernels)
-          if (o.name == k.name) other = &o;
-        if (other == nullptr || binding_signature({k}) != binding_signature({*other})) {
-          which = k.name;
-          break;
-        }
-      }
-      TORCH_CHECK_VALUE(false, "torch_cudajit: '", filename_, "' declares ",
-                        which.empty() ? "its kernels" : "kernel '" + which + "'",
-                        " differently when compiled for sm_", arch, " than when it was read for "
-                        "the kernel (its declarations, or the headers they use, changed: an "
-                        "`#if __CUDA_ARCH__` around parameters, or a header edited since). "
-                        "Declare the parameters the same for every architecture, or define the "
-                        "kernel again (cj.jit) after editing its headers.");
-    }
-  }
-  deps_[memo_key] = deps;
-  return deps;
 }
 
 namespace {
@@ -196,26 +119,28 @@ const KernelDecl& Program::kernel(const std::string& name) const {
 
 GeneratedSource Program::generate(const std::vector<InstantiationRequest>& requests) const {
   GeneratedSource out{requests, instantiations(requests), {}};
-  const bool virtual_grid = !requests.empty() && requests[0].virtual_blocks > 0;
+  const KernelWrapping* wrapping = requests.empty() ? nullptr : requests[0].wrapping.get();
   std::ostringstream tail;
   std::vector<std::string> helpers;
   for (const auto& r : requests) {
-    TORCH_INTERNAL_ASSERT((r.virtual_blocks > 0) == virtual_grid,
-                          "a compile mixes virtual-grid and plain instantiations");
+    // One text of the user's source serves every request: they share its wrapping's text.
+    TORCH_INTERNAL_ASSERT((r.wrapping != nullptr) == (wrapping != nullptr),
+                          "a compile mixes wrapped and plain instantiations");
+    TORCH_INTERNAL_ASSERT(!wrapping || (r.wrapping->macros == wrapping->macros &&
+                                        r.wrapping->prologue == wrapping->prologue &&
+                                        r.wrapping->epilogue == wrapping->epilogue),
+                          "a compile mixes wrappings of different texts");
     if (std::find(helpers.begin(), helpers.end(), r.kernel) != helpers.end()) continue;
     helpers.push_back(r.kernel);
     tail << deduction_helper(kernel(r.kernel));
   }
   for (const auto& inst : out.instantiations) tail << inst.alias_definition;
-  if (virtual_grid) {
+  if (wrapping) {
     // The wrapper calls the instantiation; it becomes the kernel NVRTC is asked for.
     for (size_t i = 0; i < requests.size(); ++i) {
       const InstantiationRequest& r = requests[i];
       const KernelDecl& d = kernel(r.kernel);
-      const std::string tag = instantiation_tag(d, r.key);
-      Instantiation& inst = out.instantiations[i];
-      tail << virtual_grid_wrapper(d, r.key, inst, tag, r.virtual_blocks);
-      inst.kernel_expression = virtual_grid_name(tag);
+      tail << r.wrapping->wrap(d, r.key, instantiation_tag(d, r.key), out.instantiations[i]);
     }
   }
   const std::string generated = tail.str();
@@ -227,11 +152,11 @@ GeneratedSource Program::generate(const std::vector<InstantiationRequest>& reque
   std::ostringstream os;
   for (const std::string& m : detail::implicit_macros(needs)) os << "#define " << m.substr(2) << " 1\n";
   // The #line directives keep NVRTC's line numbers those of the user's source.
-  if (virtual_grid) os << "#define CJ_VIRTUAL_GRID 1\n";
+  if (wrapping) os << wrapping->macros;
   os << "#include <cj/cj.cuh>\n";
-  if (virtual_grid) os << kVirtualGridPrologue;
+  if (wrapping) os << wrapping->prologue;
   os << "#line 1 \"" << filename_ << "\"\n" << rewritten_ << "\n";
-  if (virtual_grid) os << kVirtualGridEpilogue;
+  if (wrapping) os << wrapping->epilogue;
   os << "#line 1 \"torch_cudajit_generated\"\n" << generated;
   out.text = os.str();
   return out;
@@ -247,7 +172,7 @@ std::vector<Instantiation> Program::instantiations(
   return out;
 }
 
-std::vector<std::string> Program::nvrtc_options(const CompileOptions& o) const {
+NvrtcArguments Program::nvrtc_arguments(const CompileOptions& o) const {
   // Target the device's own machine code when this NVRTC knows it, else the newest PTX.
   std::vector<int> archs = detail::nvrtc_supported_archs();
   std::string target = "sm_" + std::to_string(o.arch);
@@ -281,7 +206,7 @@ std::vector<std::string> Program::nvrtc_options(const CompileOptions& o) const {
     opts.push_back("-dlto");
   }
   opts.insert(opts.end(), o.extra.begin(), o.extra.end());
-  return opts;
+  return {std::move(target), std::move(opts)};
 }
 
 namespace {
@@ -355,8 +280,9 @@ CompileError Program::compile_failure(const GeneratedSource& generated,
 CompiledProgram Program::compile(const GeneratedSource& generated,
                                  const CompileOptions& options) const {
   CompiledProgram out;
-  out.options = nvrtc_options(options);
-  out.target = out.options[0].substr(6);
+  NvrtcArguments arguments = nvrtc_arguments(options);
+  out.target = std::move(arguments.target);
+  out.options = std::move(arguments.options);
   g_compiles++;
   nvrtcProgram prog = nullptr;
   CJ_CHECK(nvrtcCreateProgram, &prog, generated.text.c_str(), filename_.c_str(), 0, nullptr,
@@ -377,7 +303,7 @@ CompiledProgram Program::compile(const GeneratedSource& generated,
   out.log = program_log(prog);
   if (result != NVRTC_SUCCESS) throw compile_failure(generated, out);
   if (!options.link.empty())
-    link(prog, generated.requests, options, out);
+    detail::link_program(*this, prog, generated.requests, options, out);
   else
     read_code(prog, out);
   read_names(prog, generated.instantiations, out);

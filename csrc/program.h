@@ -1,10 +1,10 @@
 // torch_cudajit: the NVRTC stage. A Program is a reflected, layout-rewritten source; compiling
 // it for a set of instantiations and one architecture gives a CompiledProgram (PTX and CUBIN,
 // lowered names, parameter probes). Failures raise CompileError with everything needed to fix
-// the kernel.
+// the kernel. A Program is built from a source and its reflection; reading a source through the
+// front end and the disk cache is the reading layer's (reading.h: read_program).
 #pragma once
 
-#include "dependencies.h"
 #include "headers.h"
 #include "reflection.h"
 #include "specialization.h"
@@ -13,9 +13,8 @@
 
 #include <c10/util/Exception.h>
 
-#include <map>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,16 +51,36 @@ struct CompileOptions {
   std::vector<std::string> link;
 };
 
+/// A caller's wrapping of a kernel in a compile (forall's virtual grid: virtual_grid.h): text the
+/// compile puts around the user's source, and per instantiation a generated __global__ function
+/// that NVRTC is asked for in the kernel's place. The requests of one compile share one
+/// wrapping's text, or none has a wrapping: the user's source is compiled once for all of them.
+struct KernelWrapping {
+  std::string macros;    ///< lines before cj/cj.cuh is included
+  std::string prologue;  ///< lines between cj/cj.cuh and the user's source
+  std::string epilogue;  ///< lines after the user's source
+  /// The text of the wrapper of `inst` (the instantiation of `decl` for `key`, named by `tag`:
+  /// instantiation_tag), appended after every instantiation's alias; it sets
+  /// `inst.kernel_expression` to the wrapper's name.
+  std::function<std::string(const KernelDecl& decl, const SpecKey& key, const std::string& tag,
+                            Instantiation& inst)>
+      wrap;
+};
+
 /// One kernel instantiation asked of a compile.
 struct InstantiationRequest {
   std::string kernel;         ///< kernel name
   SpecKey key;                ///< argument types (key.arch is ignored; CompileOptions::arch rules)
   std::string template_args;  ///< explicit template arguments, "" to deduce all
-  /// > 0: the kernel on forall's virtual grid (virtual_grid.h), this many virtual blocks per
-  /// physical block; its kernel expression is then the generated wrapper. The requests of one
-  /// compile all ask for the virtual grid or none does: the kernel's text is compiled
-  /// differently for it.
-  int virtual_blocks = 0;
+  /// The kernel compiled inside a wrapper (KernelWrapping); null for the kernel itself. Its
+  /// kernel expression is then the wrapper's.
+  std::shared_ptr<const KernelWrapping> wrapping;
+};
+
+/// The arguments of one NVRTC compile, built once (Program::nvrtc_arguments).
+struct NvrtcArguments {
+  std::string target;                ///< "sm_90", or "compute_90" when only PTX can be produced
+  std::vector<std::string> options;  ///< the full option list, "-arch=<target>" first
 };
 
 /// The stage between a Program and its CompiledProgram: the full text handed to NVRTC for some
@@ -87,7 +106,7 @@ struct CompiledProgram {
 };
 
 
-/// How a kernel's own text covers the tasks of a forall launch (Dispatcher::forall_launch).
+/// How a kernel's own text covers the tasks of a forall launch (ForallPlanner::tasks_per_thread).
 enum class TaskLoop : uint8_t {
   kOnePerThread,  ///< each thread does one task: the grid covers them all
   kForEach,       ///< cj::for_each: a grid-stride loop, one task per thread and step
@@ -100,22 +119,17 @@ constexpr int kElementwiseVectors = 4;
 /// A reflected CUDA C++ source, ready to be compiled for any instantiations.
 class Program {
  public:
-  /// Reflects `source` as NVRTC will see it with these user options (-D, -U, -I, -include and
-  /// --pre-include count) and language standard, compiled for `arch` (0: the device of the
-  /// CUDA context current on this thread, else kDefaultFrontendArch). Compiles for other
-  /// architectures read the source again for theirs (dependencies). With `use_cache` false, no
-  /// disk record is read or written for it, the reflection included.
-  explicit Program(std::string source, std::string filename = "kernel.cu",
-                   const std::vector<std::string>& options = {}, const std::string& std = "c++17",
-                   int arch = 0, bool use_cache = true);
-  /// A source whose reflection was read before (Program::reflection): no front end runs. The
-  /// options, standard and cache flag are those the reflection was read with; compiles through
-  /// the disk cache read which headers the source includes with them.
-  static std::shared_ptr<const Program> from_reflection(std::string source, std::string filename,
-                                                        const std::string& reflection,
-                                                        const std::vector<std::string>& options = {},
-                                                        const std::string& std = "c++17",
-                                                        bool use_cache = true);
+  /// `source` (named `filename`) whose kernels were reflected as `kernels` (reflect_kernels, or
+  /// a record of the reading layer): no front end runs and no file is read.
+  Program(std::string source, std::string filename, std::vector<KernelDecl> kernels);
+  /// A source whose reflection was read before (Program::reflection): no front end runs. Throws
+  /// c10::ValueError when the reflection belongs to another source or is damaged.
+  static Program from_reflection(std::string source, std::string filename,
+                                 const std::string& reflection);
+  /// Checks what a source must be before it is read: no NUL byte, a usable file name and user
+  /// options NVRTC and the front end both take. Throws c10::ValueError saying what to change.
+  static void check_source(const std::string& source, const std::string& filename,
+                           const std::vector<std::string>& options);
 
   const std::string& source() const { return source_; }
   const std::string& filename() const { return filename_; }
@@ -126,14 +140,6 @@ class Program {
   /// the SHA-256 of the serialized kernels, then serialize_kernels. from_reflection checks both
   /// digests, so no damaged byte can change a parameter.
   std::string reflection() const;
-  /// The files this source reads when compiled with `options` (its architecture, standard and
-  /// user options), as the front end finds them there (read_dependencies). They are checked against the disk each time: a file that changed
-  /// since makes the source be read again. Throws c10::ValueError when the source declares its
-  /// kernels differently for `arch` than the reflection says (an `#if __CUDA_ARCH__` around
-  /// parameters, or a header that changed since the kernel was defined).
-  Dependencies dependencies(const CompileOptions& options) const;
-  /// Whether compiles may use the disk cache (the `use_cache` the Program was made with).
-  bool use_cache() const { return use_cache_; }
   /// The kernel with this name; throws c10::ValueError listing the kernels that exist.
   const KernelDecl& kernel(const std::string& name) const;
   /// The text and instantiations of a compile of these requests.
@@ -144,8 +150,13 @@ class Program {
   }
   /// The generated code and name expressions of each request, in order.
   std::vector<Instantiation> instantiations(const std::vector<InstantiationRequest>& requests) const;
-  /// The NVRTC option list for these options (deterministic, canonical order).
-  std::vector<std::string> nvrtc_options(const CompileOptions& options) const;
+  /// The target and NVRTC option list for these options (deterministic, canonical order). Throws
+  /// c10::ValueError when this NVRTC can target neither the architecture nor an older one.
+  NvrtcArguments nvrtc_arguments(const CompileOptions& options) const;
+  /// The NVRTC option list for these options (nvrtc_arguments(options).options).
+  std::vector<std::string> nvrtc_options(const CompileOptions& options) const {
+    return nvrtc_arguments(options).options;
+  }
   /// Compiles; throws CompileError when NVRTC rejects the source or an instantiation, or
   /// when nvJitLink cannot link the `link` files.
   CompiledProgram compile(const GeneratedSource& generated, const CompileOptions& options) const;
@@ -163,30 +174,22 @@ class Program {
   TaskLoop task_loop(const std::string& kernel_name) const;
 
  private:
-  /// The nvJitLink stage of a compile with CompileOptions::link.
-  void link(nvrtcProgram prog, const std::vector<InstantiationRequest>& requests,
-            const CompileOptions& options, CompiledProgram& out) const;
   /// The CompileError of a compile NVRTC rejected: its log, and for a failed instantiation the
   /// signatures asked for and the first error.
   CompileError compile_failure(const GeneratedSource& generated, const CompiledProgram& out) const;
   /// The source from a kernel's declaration to the next kernel's declaration (or the end).
   std::string kernel_region(const std::string& kernel_name) const;
 
-  Program() = default;
-
   std::string source_, filename_, rewritten_, digest_;
-  // What the front end read the source with.
-  std::vector<std::string> options_;
-  std::string std_ = "c++17";
-  bool use_cache_ = true;
-  // The files read under each set of front-end arguments the source was read or compiled with.
-  mutable std::mutex deps_mutex_;
-  mutable std::map<std::string, Dependencies> deps_;
   /// What the rewritten source needs of cj/cj.cuh's optional parts (read once: generate adds
   /// what each compile's instantiations need).
   detail::ImplicitNeeds source_needs_;
   std::vector<KernelDecl> kernels_;
 };
+
+/// SHA-256 (hex) over a file name and a source: what identifies a source in records and in a
+/// kernel's serialized reflection.
+std::string source_digest(const std::string& filename, const std::string& source);
 
 /// NVRTC compiles this process has run (tests check that loading cached or pickled kernels
 /// compiles nothing).
@@ -211,6 +214,11 @@ std::string first_error(const std::string& log);
 /// which only follow from an earlier failure and can run to dozens, are replaced by one line
 /// that counts them after the rest of the log. CompileError::log() keeps the whole log.
 std::string condensed_log(const std::string& log);
+/// The nvJitLink stage of a compile of `program` with CompileOptions::link (link.cpp): the
+/// kernel's LTO-IR from `prog` linked with the link files into `out`'s CUBIN.
+void link_program(const Program& program, nvrtcProgram prog,
+                  const std::vector<InstantiationRequest>& requests, const CompileOptions& options,
+                  CompiledProgram& out);
 }  // namespace detail
 
 }  // namespace torch_cudajit

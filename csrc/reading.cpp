@@ -2,6 +2,7 @@
 #include "reading.h"
 
 #include "cache.h"
+#include "cuda_api.h"
 #include "file_io.h"
 #include "frontend.h"
 #include "headers.h"
@@ -11,6 +12,9 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <unordered_map>
 
 namespace torch_cudajit {
 namespace {
@@ -76,13 +80,117 @@ SourceReading parse(const std::string& source, const std::string& filename,
   return out;
 }
 
-}  // namespace
-
-std::string source_digest(const std::string& filename, const std::string& source) {
-  Sha256 h;
-  h.field(filename).field(source);
-  return h.hex_digest();
+// What of a reflection decides how arguments bind and what the generated code names: the
+// kernels, their template headers and their parameters.
+std::string binding_signature(const std::vector<KernelDecl>& kernels) {
+  std::string out;
+  for (const KernelDecl& k : kernels) {
+    out += k.name + '\0' + k.qualified_name + '\0' + k.template_params + '\0' +
+           (k.is_template ? "t" : "") + '\0';
+    for (const Param& p : k.params)
+      out += p.name + '\0' + p.type + '\0' + to_string(p.kind) + (p.is_const ? "c" : "") +
+             '\0' + p.element + '\0' + p.rank + '\0' + std::to_string(static_cast<int>(p.layout)) +
+             '\0' + p.rewritten_type + (p.tag ? "t" : "") + '\0';
+    out += '\n';
+  }
+  return out;
 }
+
+// What the front end's reading depends on besides the source, as a memo key.
+std::string dependency_memo_key(int arch, const std::string& std,
+                                const std::vector<std::string>& options) {
+  std::string key = std::to_string(arch) + '\0' + std + '\0';
+  for (const auto& o : options) key += o + '\0';
+  return key;
+}
+
+// What the reading layer keeps of a Program it made.
+struct ProgramRecord {
+  bool use_cache = true;
+  // The files read under each set of front-end arguments the source was read or compiled with.
+  std::mutex mutex;
+  std::map<std::string, Dependencies> deps;
+};
+
+// The records of the live Programs read_program and load_program made, by address. Never
+// destroyed: a Program may be released after static destructors ran (at the interpreter's exit).
+struct ProgramRecords {
+  std::mutex mutex;
+  std::unordered_map<const Program*, ProgramRecord*> by_program;
+};
+
+ProgramRecords& program_records() {
+  static ProgramRecords* records = new ProgramRecords();
+  return *records;
+}
+
+// A Program and its record, in one allocation; the record is found by the Program's address
+// from when it is made until just before its memory is released.
+struct RecordedProgram {
+  RecordedProgram(Program p, bool use_cache) : program(std::move(p)) {
+    record.use_cache = use_cache;
+    ProgramRecords& records = program_records();
+    std::lock_guard<std::mutex> lock(records.mutex);
+    records.by_program.emplace(&program, &record);
+  }
+  ~RecordedProgram() {
+    ProgramRecords& records = program_records();
+    std::lock_guard<std::mutex> lock(records.mutex);
+    records.by_program.erase(&program);
+  }
+  RecordedProgram(const RecordedProgram&) = delete;
+  RecordedProgram& operator=(const RecordedProgram&) = delete;
+
+  Program program;
+  ProgramRecord record;
+};
+
+// The record of `program`; null for a Program the reading layer did not make.
+ProgramRecord* record_of(const Program& program) {
+  ProgramRecords& records = program_records();
+  std::lock_guard<std::mutex> lock(records.mutex);
+  auto it = records.by_program.find(&program);
+  return it == records.by_program.end() ? nullptr : it->second;
+}
+
+// The shared Program of a RecordedProgram.
+std::shared_ptr<const Program> recorded(std::shared_ptr<RecordedProgram> holder) {
+  const Program* program = &holder->program;
+  return std::shared_ptr<const Program>(std::move(holder), program);
+}
+
+// The dependencies of `program` read anew for `options`; the declarations must be those the
+// kernel was bound with.
+Dependencies read_program_dependencies(const Program& program, const CompileOptions& options,
+                                       bool use_cache) {
+  std::vector<KernelDecl> kernels;
+  Dependencies deps = read_dependencies(program.source(), program.filename(), options.extra,
+                                        options.std, options.arch, use_cache, &kernels);
+  if (deps.exact() || !kernels.empty()) {
+    if (binding_signature(program.kernels()) != binding_signature(kernels)) {
+      std::string which;
+      for (const KernelDecl& k : program.kernels()) {
+        const KernelDecl* other = nullptr;
+        for (const KernelDecl& o : kernels)
+          if (o.name == k.name) other = &o;
+        if (other == nullptr || binding_signature({k}) != binding_signature({*other})) {
+          which = k.name;
+          break;
+        }
+      }
+      TORCH_CHECK_VALUE(false, "torch_cudajit: '", program.filename(), "' declares ",
+                        which.empty() ? "its kernels" : "kernel '" + which + "'",
+                        " differently when compiled for sm_", options.arch, " than when it was "
+                        "read for the kernel (its declarations, or the headers they use, changed: "
+                        "an `#if __CUDA_ARCH__` around parameters, or a header edited since). "
+                        "Declare the parameters the same for every architecture, or define the "
+                        "kernel again (cj.jit) after editing its headers.");
+    }
+  }
+  return deps;
+}
+
+}  // namespace
 
 std::string source_key(const std::string& source, const std::string& filename,
                        const std::vector<std::string>& frontend_args) {
@@ -207,6 +315,47 @@ Dependencies read_dependencies(const std::string& source, const std::string& fil
     deps.inexact = std::string("the front end cannot read it (") + e.what_without_backtrace() + ")";
     return deps;
   }
+}
+
+std::shared_ptr<const Program> read_program(std::string source, std::string filename,
+                                            const std::vector<std::string>& options,
+                                            const std::string& std, int arch, bool use_cache) {
+  Program::check_source(source, filename, options);
+  if (arch <= 0) arch = detail::current_context_arch();
+  if (arch <= 0) arch = kDefaultFrontendArch;
+  SourceReading reading = read_source(source, filename, options, std, arch, use_cache);
+  auto holder = std::make_shared<RecordedProgram>(
+      Program(std::move(source), std::move(filename), std::move(reading.kernels)), use_cache);
+  // Compiles for the architecture, standard and options it was read with need no second reading.
+  holder->record.deps.emplace(dependency_memo_key(arch, std, options), std::move(reading.deps));
+  return recorded(std::move(holder));
+}
+
+std::shared_ptr<const Program> load_program(std::string source, std::string filename,
+                                            const std::string& reflection, bool use_cache) {
+  return recorded(std::make_shared<RecordedProgram>(
+      Program::from_reflection(std::move(source), std::move(filename), reflection), use_cache));
+}
+
+bool program_uses_cache(const Program& program) {
+  const ProgramRecord* record = record_of(program);
+  return record == nullptr || record->use_cache;
+}
+
+Dependencies program_dependencies(const Program& program, const CompileOptions& options) {
+  ProgramRecord* record = record_of(program);
+  if (record == nullptr) return read_program_dependencies(program, options, /*use_cache=*/true);
+  const std::string memo_key = dependency_memo_key(options.arch, options.std, options.extra);
+  std::lock_guard<std::mutex> lock(record->mutex);
+  auto it = record->deps.find(memo_key);
+  const std::string toolkit = toolkit_include_dir();
+  if (it != record->deps.end() && it->second.exact() && files_unchanged(it->second.files, toolkit))
+    return it->second;
+  if (it != record->deps.end() && !it->second.exact()) return it->second;
+  // Not read for this architecture yet, or a file changed since: read it again.
+  Dependencies deps = read_program_dependencies(program, options, record->use_cache);
+  record->deps[memo_key] = deps;
+  return deps;
 }
 
 }  // namespace torch_cudajit

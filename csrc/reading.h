@@ -2,12 +2,16 @@
 // Clang front end run with NVRTC's own arguments for one architecture, decides both what a
 // source declares (its reflection) and which files it depends on; the disk cache keeps both,
 // so that a later process that finds every file unchanged reads neither the source nor its
-// headers again, and never loads libclang.
+// headers again, and never loads libclang. The Programs it makes (read_program, load_program)
+// keep, for as long as they live, whether their compiles may use the disk cache and the files
+// they read under each set of compile options (program_dependencies).
 #pragma once
 
 #include "dependencies.h"
+#include "program.h"
 #include "reflection.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,8 +65,34 @@ std::vector<KernelDecl> decode_reflection_record(const std::string& key,
                                                  const std::string& bytes,
                                                  std::string* libclang = nullptr);
 
-/// SHA-256 (hex) over a file name and a source: what identifies a source in records and in a
-/// kernel's serialized reflection.
-std::string source_digest(const std::string& filename, const std::string& source);
+/// Reads `source` into a Program as NVRTC will see it with these user options (-D, -U, -I,
+/// -include and --pre-include count) and language standard, compiled for `arch` (0: the device
+/// of the CUDA context current on this thread, else kDefaultFrontendArch), through read_source.
+/// Compiles for other architectures read the source again for theirs (program_dependencies).
+/// With `use_cache` false, no disk record is read or written for it, the reflection included.
+/// Throws c10::ValueError for a source Program::check_source refuses.
+std::shared_ptr<const Program> read_program(std::string source, std::string filename = "kernel.cu",
+                                            const std::vector<std::string>& options = {},
+                                            const std::string& std = "c++17", int arch = 0,
+                                            bool use_cache = true);
+
+/// A source whose reflection was read before (Program::from_reflection): no front end runs.
+/// Its compiles through the disk cache read which headers the source includes, with
+/// `use_cache` as read_program's.
+std::shared_ptr<const Program> load_program(std::string source, std::string filename,
+                                            const std::string& reflection, bool use_cache = true);
+
+/// Whether compiles of `program` may use the disk cache: the `use_cache` read_program or
+/// load_program made it with; true for a Program made otherwise.
+bool program_uses_cache(const Program& program);
+
+/// The files `program` reads when compiled with `options` (its architecture, standard and user
+/// options), as the front end finds them there (read_dependencies). For a Program read_program
+/// or load_program made, they are remembered while it lives and checked against the disk each
+/// time: a file that changed since makes the source be read again. Throws c10::ValueError when
+/// the source declares its kernels differently for `options.arch` than the program's reflection
+/// says (an `#if __CUDA_ARCH__` around parameters, or a header that changed since the kernel was
+/// defined).
+Dependencies program_dependencies(const Program& program, const CompileOptions& options);
 
 }  // namespace torch_cudajit

@@ -210,7 +210,7 @@ std::string argument_cpp_type(const Param& p, const ArgSig& s) {
   }
   // A concrete declared element type is used as written (e.g. `long` for an int64 tensor). A
   // pointer's concrete pointee is used as written even when it is no dtype (float4, a struct,
-  // a typedef): the probe of its pointee then tells the dispatcher what to check.
+  // a typedef): the probe of its pointee then tells the launch what to check.
   const bool as_written = type_code_of(p.element) == s.dtype ||
                           (p.kind == ParamKind::kPointer && !p.element_dependent && !p.element.empty());
   std::string elem = as_written ? p.element : cpp_type_name(s.dtype);

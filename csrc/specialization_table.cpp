@@ -357,11 +357,13 @@ std::shared_ptr<Specialization> SpecializationTable::get_virtual(const SpecKey& 
   try {
     CompileOptions opts = def_.options().compile;
     opts.arch = key.arch;
-    InstantiationRequest request{def_.decl().name, key, def_.options().template_args, virtual_blocks_for(key)};
+    const int blocks = virtual_blocks_for(key);
+    InstantiationRequest request{def_.decl().name, key, def_.options().template_args,
+                                 virtual_grid_wrapping(blocks)};
     const CompiledInstance got = compile_cached(def_.program(), {request}, opts, def_.options().cache)[0];
     count(got.outcome);
     spec = build(key, got.compiled, got.index);
-    spec->virtual_blocks = request.virtual_blocks;
+    spec->virtual_blocks = blocks;
     uint32_t offset = (spec->buffer_size + 7u) / 8u * 8u;
     spec->companion_offset = offset;
     for (uint32_t i = 0; i < key.size; ++i)

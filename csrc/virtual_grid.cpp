@@ -140,6 +140,20 @@ std::string virtual_grid_wrapper(const KernelDecl& decl, const SpecKey& key,
   return os.str();
 }
 
+std::shared_ptr<const KernelWrapping> virtual_grid_wrapping(int blocks) {
+  auto wrapping = std::make_shared<KernelWrapping>();
+  wrapping->macros = "#define CJ_VIRTUAL_GRID 1\n";
+  wrapping->prologue = kVirtualGridPrologue;
+  wrapping->epilogue = kVirtualGridEpilogue;
+  wrapping->wrap = [blocks](const KernelDecl& decl, const SpecKey& key, const std::string& tag,
+                            Instantiation& inst) {
+    std::string text = virtual_grid_wrapper(decl, key, inst, tag, blocks);
+    inst.kernel_expression = virtual_grid_name(tag);
+    return text;
+  };
+  return wrapping;
+}
+
 const char* const kVirtualGridPrologue =
     "#undef __global__\n"
     "#define __global__ __device__ __forceinline__\n"

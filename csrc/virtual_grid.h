@@ -15,6 +15,7 @@
 #include "specialization.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,13 @@ std::string virtual_grid_name(const std::string& tag);
 /// first kMaxPrefetched) and that block's distance (both unsigned int).
 std::string virtual_grid_wrapper(const KernelDecl& decl, const SpecKey& key,
                                  const Instantiation& inst, const std::string& tag, int blocks);
+
+/// The wrapping (KernelWrapping) that compiles a kernel on a virtual grid of `blocks` virtual
+/// blocks per physical block: CJ_VIRTUAL_GRID before cj/cj.cuh, kVirtualGridPrologue and
+/// kVirtualGridEpilogue around the user's source, and virtual_grid_wrapper as each
+/// instantiation's kernel. A request carrying it (InstantiationRequest::wrapping) compiles the
+/// variant through Program::compile or compile_cached.
+std::shared_ptr<const KernelWrapping> virtual_grid_wrapping(int blocks);
 
 /// What a virtual-grid compile puts between cj/cj.cuh and the user's source (__global__ becomes
 /// a forced-inline __device__, blockIdx and gridDim read the virtual grid, blockDim is the

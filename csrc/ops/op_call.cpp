@@ -1,4 +1,5 @@
-// torch_cudajit: a cudajit::launch call built in parameter order (see op_call.h).
+// torch_cudajit: a cudajit::launch call built in parameter order (see op_call.h), and the short
+// forms of kernel_object.h that build one.
 #include "op_call.h"
 
 namespace torch_cudajit {
@@ -70,6 +71,48 @@ void OpCall::launch(c10::SymIntArrayRef grid, c10::SymIntArrayRef block, c10::Sy
                    at::TensorList(inputs_), c10::fromIntArrayRefSlow(numbers_.ints),
                    c10::ArrayRef<double>(numbers_.floats), numbers_.kinds, grid, block,
                    std::move(shared_mem), scalar_tensors);
+}
+
+void launch_values_through_op(const c10::intrusive_ptr<KernelObject>& kernel,
+                              c10::IntArrayRef grid, c10::IntArrayRef block,
+                              at::TensorList tensors, c10::ArrayRef<c10::IValue> values,
+                              int64_t shared_mem) {
+  const auto& roles = kernel->roles();
+  const auto& params = kernel->definition().decl().params;
+  size_t n_tensors = 0;
+  for (ParamRole r : roles) n_tensors += r == ParamRole::kOutput || r == ParamRole::kInput;
+  TORCH_CHECK_TYPE(tensors.size() == n_tensors && values.size() == roles.size() - n_tensors,
+                    "torch_cudajit: kernel '", kernel->name(), "' takes ", n_tensors,
+                    " tensor(s) and ", roles.size() - n_tensors, " number(s), in parameter "
+                    "order; got ", tensors.size(), " tensor(s) and ", values.size(),
+                    " number(s). Its parameters:", kernel->describe_params());
+  OpCall call(kernel);
+  size_t t = 0, v = 0;
+  for (size_t i = 0; i < roles.size(); ++i) {
+    if (roles[i] == ParamRole::kOutput || roles[i] == ParamRole::kInput) {
+      call.tensor(tensors[t++]);
+      continue;
+    }
+    const c10::IValue& x = values[v];
+    const bool fits = x.isTensor() ? roles[i] == ParamRole::kAuto || is_host_float(x.toTensor())
+                                   : x.isInt() || x.isDouble() || x.isBool() || x.isComplexDouble();
+    TORCH_CHECK_TYPE(fits, "torch_cudajit: kernel '", kernel->name(), "': scalars[", v,
+                     "] (parameter '", params[i].name, "') is a ", x.tagKind(), "; scalars "
+                     "takes numbers (int, float, bool, complex) and 0-d floating-point CPU "
+                     "tensors for floats, tensors for auto parameters, and the other tensors go "
+                     "in `tensors`.");
+    call.value(x);
+    ++v;
+  }
+  call.launch(c10::fromIntArrayRefSlow(grid), c10::fromIntArrayRefSlow(block),
+              c10::SymInt(shared_mem));
+}
+
+void launch_through_op(const c10::intrusive_ptr<KernelObject>& kernel, c10::IntArrayRef grid,
+                       c10::IntArrayRef block, at::TensorList tensors,
+                       c10::ArrayRef<c10::Scalar> scalars, int64_t shared_mem) {
+  c10::SmallVector<c10::IValue, 8> values(scalars.begin(), scalars.end());
+  launch_values_through_op(kernel, grid, block, tensors, values, shared_mem);
 }
 
 }  // namespace torch_cudajit

@@ -10,6 +10,7 @@
 #include "../kernel_runtime.h"
 #include "../ops/kernel_object.h"
 #include "../program.h"
+#include "../reading.h"
 #include "../sha256.h"
 #include "../virtual_grid.h"
 
@@ -196,8 +197,8 @@ void bind_programs(py::module_& m) {
              // those become Python warnings.
              torch::PyWarningHandler warnings;
              try {
-               return std::make_shared<Program>(std::move(source), std::move(filename), options, std,
-                                                arch, cache);
+               return std::const_pointer_cast<Program>(
+                   read_program(std::move(source), std::move(filename), options, std, arch, cache));
              } catch (...) {
                warnings.set_in_exception();
                throw;
@@ -208,7 +209,7 @@ void bind_programs(py::module_& m) {
            py::arg("arch") = 0, py::arg("cache") = true)
       .def_static("from_reflection",
                   [](std::string source, std::string filename, const py::bytes& reflection) {
-                    return std::const_pointer_cast<Program>(Program::from_reflection(
+                    return std::const_pointer_cast<Program>(load_program(
                         std::move(source), std::move(filename), std::string(reflection)));
                   })
       .def("dependencies",
@@ -220,7 +221,7 @@ void bind_programs(py::module_& m) {
                o.arch = arch;
                o.std = std;
                o.extra = options;
-               const Dependencies d = p.dependencies(o);
+               const Dependencies d = program_dependencies(p, o);
                py::list files;
                for (const auto& f : d.files) files.append(py::make_tuple(f.path, f.digest));
                return py::make_tuple(files, d.inexact);

@@ -5,6 +5,7 @@
 #include "cache_key.h"
 #include "compile_cache.h"
 #include "frontend.h"
+#include "reading.h"
 
 #include "test_util.h"
 
@@ -66,11 +67,11 @@ class CacheTest : public ::testing::Test {
 };
 
 TEST_F(CacheTest, KeyIgnoresOptionOrderButNotOptions) {
-  Program program(kScale);
+  const auto program = read_program(kScale);
   const auto req = requests_for(TypeCode::kFloat);
-  const std::string base = compile_key(program, req, options_with({"-DA=1", "-DB=2"}));
+  const std::string base = compile_key(*program, req, options_with({"-DA=1", "-DB=2"}));
   EXPECT_EQ(base.size(), 64u);
-  EXPECT_EQ(compile_key(program, req, options_with({"-DB=2", "-DA=1"})), base);
+  EXPECT_EQ(compile_key(*program, req, options_with({"-DB=2", "-DA=1"})), base);
   struct Case {
     const char* what;
     std::string key;
@@ -82,12 +83,12 @@ TEST_F(CacheTest, KeyIgnoresOptionOrderButNotOptions) {
   CompileOptions cxx20 = options_with({"-DA=1", "-DB=2"});
   cxx20.std = "c++20";
   const Case changed[] = {
-      {"another define", compile_key(program, req, options_with({"-DA=1", "-DB=3"}))},
-      {"debug", compile_key(program, req, debug)},
-      {"another architecture", compile_key(program, req, sm80)},
-      {"another standard", compile_key(program, req, cxx20)},
-      {"another specialization", compile_key(program, requests_for(TypeCode::kDouble), options_with({"-DA=1", "-DB=2"}))},
-      {"another source", compile_key(Program(std::string(kScale) + "\n// edited\n"), req, options_with({"-DA=1", "-DB=2"}))},
+      {"another define", compile_key(*program, req, options_with({"-DA=1", "-DB=3"}))},
+      {"debug", compile_key(*program, req, debug)},
+      {"another architecture", compile_key(*program, req, sm80)},
+      {"another standard", compile_key(*program, req, cxx20)},
+      {"another specialization", compile_key(*program, requests_for(TypeCode::kDouble), options_with({"-DA=1", "-DB=2"}))},
+      {"another source", compile_key(*read_program(std::string(kScale) + "\n// edited\n"), req, options_with({"-DA=1", "-DB=2"}))},
   };
   for (const auto& k : changed) {
     SCOPED_TRACE(k.what);
@@ -102,18 +103,18 @@ TEST_F(CacheTest, KeyFollowsIncludedHeadersAndIncludeOrder) {
   write_text(root + "/a/outer.h", "#include \"inner.h\"\n");
   write_text(root + "/a/inner.h", "#define V 1\n");
   write_text(root + "/b/outer.h", "#define V 2\n");
-  Program program("#include \"outer.h\"\n__global__ void k(float* o) { o[0] = V; }\n");
+  const auto program = read_program("#include \"outer.h\"\n__global__ void k(float* o) { o[0] = V; }\n");
   const std::vector<InstantiationRequest> req = {{"k", make_spec_key(90, {tensor_sig(TypeCode::kFloat, 1)}), ""}};
-  const std::string ab = compile_key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"}));
-  EXPECT_EQ(compile_key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"})), ab);
-  EXPECT_NE(compile_key(program, req, options_with({"-I" + root + "/b", "-I" + root + "/a"})), ab);
+  const std::string ab = compile_key(*program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"}));
+  EXPECT_EQ(compile_key(*program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"})), ab);
+  EXPECT_NE(compile_key(*program, req, options_with({"-I" + root + "/b", "-I" + root + "/a"})), ab);
   write_text(root + "/a/inner.h", "#define V 3\n");  // a header included by a header
-  EXPECT_NE(compile_key(program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"})), ab);
+  EXPECT_NE(compile_key(*program, req, options_with({"-I" + root + "/a", "-I" + root + "/b"})), ab);
 }
 
 TEST_F(CacheTest, SerializationRoundTrips) {
-  Program program(kScale);
-  CompiledProgram compiled = program.compile(requests_for(TypeCode::kHalf), options_with({}));
+  const auto program = read_program(kScale);
+  CompiledProgram compiled = program->compile(requests_for(TypeCode::kHalf), options_with({}));
   const std::string payload = serialize_compiled("k1", compiled);
   auto back = deserialize_compiled("k1", payload);
   ASSERT_TRUE(back.has_value());
@@ -138,17 +139,17 @@ TEST_F(CacheTest, SerializationRoundTrips) {
 }
 
 TEST_F(CacheTest, CompileCachedMissesThenHits) {
-  Program program(kScale);
+  const auto program = read_program(kScale);
   const auto req = requests_for(TypeCode::kFloat);
   const uint64_t hits = DiskCache::instance().counters().hits, misses = DiskCache::instance().counters().misses;
-  const CompiledInstance first = compile_cached(program, req, options_with({}), true).at(0);
+  const CompiledInstance first = compile_cached(*program, req, options_with({}), true).at(0);
   EXPECT_EQ(first.outcome, CacheOutcome::kMiss);
-  const CompiledInstance second = compile_cached(program, req, options_with({}), true).at(0);
+  const CompiledInstance second = compile_cached(*program, req, options_with({}), true).at(0);
   EXPECT_EQ(second.outcome, CacheOutcome::kHit);
   EXPECT_EQ(second.index, 0u);
   EXPECT_EQ(second.compiled->cubin, first.compiled->cubin);
   EXPECT_EQ(second.compiled->lowered_names, first.compiled->lowered_names);
-  EXPECT_EQ(compile_cached(program, req, options_with({}), false).at(0).outcome,
+  EXPECT_EQ(compile_cached(*program, req, options_with({}), false).at(0).outcome,
             CacheOutcome::kBypassed);
   EXPECT_EQ(DiskCache::instance().counters().hits - hits, 1u);
   EXPECT_EQ(DiskCache::instance().counters().misses - misses, 1u);
@@ -159,11 +160,11 @@ TEST_F(CacheTest, CompileCachedMissesThenHits) {
 }
 
 TEST_F(CacheTest, DamagedFilesAreIgnored) {
-  Program program(kScale);
+  const auto program = read_program(kScale);
   const auto req = requests_for(TypeCode::kFloat);
   DiskCache& c = DiskCache::instance();
-  const std::string key = compile_key(program, req, options_with({}));
-  compile_cached(program, req, options_with({}), true);
+  const std::string key = compile_key(*program, req, options_with({}));
+  compile_cached(*program, req, options_with({}), true);
   const std::string path = dir_ + "/" + key + ".cj";
   std::string good;
   {
@@ -200,18 +201,18 @@ TEST_F(CacheTest, StoreHoldsAnyBytesUnderAKey) {
 
 TEST_F(CacheTest, RecordOfAnotherKindIsCompiledAgainAndReplaced) {
   // A file that passes the store's checks but holds no compile of this program.
-  Program program(kScale);
+  const auto program = read_program(kScale);
   const auto req = requests_for(TypeCode::kFloat);
-  const std::string key = compile_key(program, req, options_with({}));
+  const std::string key = compile_key(*program, req, options_with({}));
   DiskCache& c = DiskCache::instance();
   c.store(key, "not a compile record");
-  const CompiledInstance compiled = compile_cached(program, req, options_with({}), true).at(0);
+  const CompiledInstance compiled = compile_cached(*program, req, options_with({}), true).at(0);
   EXPECT_EQ(compiled.outcome, CacheOutcome::kMiss);
   const std::optional<std::string> stored = c.load(key);
   ASSERT_TRUE(stored.has_value());
   ASSERT_TRUE(deserialize_compiled(key, *stored).has_value());
   EXPECT_EQ(deserialize_compiled(key, *stored)->lowered_names, compiled.compiled->lowered_names);
-  EXPECT_EQ(compile_cached(program, req, options_with({}), true).at(0).outcome, CacheOutcome::kHit);
+  EXPECT_EQ(compile_cached(*program, req, options_with({}), true).at(0).outcome, CacheOutcome::kHit);
 }
 
 // Three dtypes asked together.
@@ -223,10 +224,10 @@ std::vector<InstantiationRequest> three_dtypes() {
 }
 
 TEST_F(CacheTest, BatchCompilesOnceAndEachKeyFindsItsInstance) {
-  Program program(kScale);
+  const auto program = read_program(kScale);
   const auto reqs = three_dtypes();
   const uint64_t compiles = nvrtc_compile_count();
-  const std::vector<CompiledInstance> batch = compile_cached(program, reqs, options_with({}), true);
+  const std::vector<CompiledInstance> batch = compile_cached(*program, reqs, options_with({}), true);
   EXPECT_EQ(nvrtc_compile_count() - compiles, 1u) << "one NVRTC program for the batch";
   ASSERT_EQ(batch.size(), 3u);
   EXPECT_EQ(entry_files().size(), 4u) << "the batch, and a reference under each key";
@@ -236,22 +237,22 @@ TEST_F(CacheTest, BatchCompilesOnceAndEachKeyFindsItsInstance) {
     EXPECT_EQ(batch[i].compiled, batch[0].compiled) << "one program holds them all";
     EXPECT_EQ(batch[i].index, i);
     // Each key alone finds its instance in the batch, spelled as a compile of it alone is.
-    const CompiledInstance alone = compile_cached(program, {reqs[i]}, options_with({}), true).at(0);
+    const CompiledInstance alone = compile_cached(*program, {reqs[i]}, options_with({}), true).at(0);
     EXPECT_EQ(alone.outcome, CacheOutcome::kHit);
     EXPECT_EQ(alone.index, i);
     EXPECT_EQ(alone.compiled->lowered_names[i], batch[0].compiled->lowered_names[i]);
     EXPECT_EQ(alone.compiled->name_expressions[i],
-              program.generate({reqs[i]}).instantiations[0].kernel_expression);
+              program->generate({reqs[i]}).instantiations[0].kernel_expression);
   }
   EXPECT_EQ(nvrtc_compile_count() - compiles, 1u) << "the hits compiled nothing";
 }
 
 TEST_F(CacheTest, BatchCompilesOnlyWhatTheCacheLacks) {
-  Program program(kScale);
+  const auto program = read_program(kScale);
   const auto reqs = three_dtypes();
-  compile_cached(program, {reqs[1]}, options_with({}), true);
+  compile_cached(*program, {reqs[1]}, options_with({}), true);
   const uint64_t compiles = nvrtc_compile_count();
-  const std::vector<CompiledInstance> got = compile_cached(program, reqs, options_with({}), true);
+  const std::vector<CompiledInstance> got = compile_cached(*program, reqs, options_with({}), true);
   EXPECT_EQ(nvrtc_compile_count() - compiles, 1u);
   EXPECT_EQ(got[0].outcome, CacheOutcome::kMiss);
   EXPECT_EQ(got[1].outcome, CacheOutcome::kHit);
@@ -262,18 +263,19 @@ TEST_F(CacheTest, BatchCompilesOnlyWhatTheCacheLacks) {
 }
 
 TEST_F(CacheTest, ReferenceToAMissingBatchIsAMiss) {
-  Program program(kScale);
+  const auto program = read_program(kScale);
   const auto reqs = three_dtypes();
-  const std::vector<CompiledInstance> batch = compile_cached(program, reqs, options_with({}), true);
-  const GeneratedSource generated = program.generate(reqs);
+  const std::vector<CompiledInstance> batch = compile_cached(*program, reqs, options_with({}), true);
+  const GeneratedSource generated = program->generate(reqs);
   const std::string batch_key =
-      compile_key(program, generated, options_with({}), program.dependencies(options_with({})));
+      compile_key(*program, generated, options_with({}),
+                  program_dependencies(*program, options_with({})));
   ASSERT_EQ(unlink((dir_ + "/" + batch_key + ".cj").c_str()), 0) << "evicted";
-  const CompiledInstance again = compile_cached(program, {reqs[2]}, options_with({}), true).at(0);
+  const CompiledInstance again = compile_cached(*program, {reqs[2]}, options_with({}), true).at(0);
   EXPECT_EQ(again.outcome, CacheOutcome::kMiss);
   EXPECT_EQ(again.index, 0u);
   // Compiled alone, it now has a record of its own.
-  const std::string key = compile_key(program, {reqs[2]}, options_with({}));
+  const std::string key = compile_key(*program, {reqs[2]}, options_with({}));
   const std::optional<std::string> stored = DiskCache::instance().load(key);
   ASSERT_TRUE(stored.has_value());
   EXPECT_TRUE(deserialize_compiled(key, *stored).has_value());
@@ -283,20 +285,20 @@ TEST_F(CacheTest, ReferenceToAMissingBatchIsAMiss) {
   for (size_t index : {size_t(1), size_t(7)}) {
     SCOPED_TRACE("index " + std::to_string(index));
     DiskCache::instance().store(key, serialize_reference(key, batch_key, index));
-    EXPECT_EQ(compile_cached(program, {reqs[2]}, options_with({}), true).at(0).outcome,
+    EXPECT_EQ(compile_cached(*program, {reqs[2]}, options_with({}), true).at(0).outcome,
               CacheOutcome::kMiss);
   }
 }
 
 TEST_F(CacheTest, SizeBoundEvictsLeastRecentlyUsed) {
-  Program program(kScale);
-  compile_cached(program, requests_for(TypeCode::kFloat), options_with({}), true);
+  const auto program = read_program(kScale);
+  compile_cached(*program, requests_for(TypeCode::kFloat), options_with({}), true);
   const auto files = entry_files();
   ASSERT_EQ(files.size(), 1u);
   struct stat st;
   ASSERT_EQ(stat(files[0].c_str(), &st), 0);
   DiskCache::instance().configure({true, dir_, st.st_size + st.st_size / 2});
-  compile_cached(program, requests_for(TypeCode::kDouble), options_with({}), true);
+  compile_cached(*program, requests_for(TypeCode::kDouble), options_with({}), true);
   EXPECT_EQ(entry_files().size(), 1u) << "room for one entry only";
   CacheInfo info = DiskCache::instance().info();
   EXPECT_EQ(info.entries, 1);
@@ -305,7 +307,7 @@ TEST_F(CacheTest, SizeBoundEvictsLeastRecentlyUsed) {
   // the entry that did not fit, they went with it.
   EXPECT_TRUE(entry_files(".cjr").empty());
   EXPECT_TRUE(entry_files(".cjm").empty());
-  compile_cached(Program(std::string(kScale) + "// another\n"), requests_for(TypeCode::kFloat),
+  compile_cached(*read_program(std::string(kScale) + "// another\n"), requests_for(TypeCode::kFloat),
                  options_with({}), true);
   EXPECT_FALSE(entry_files(".cjr").empty());
   CacheInfo cleared = DiskCache::instance().clear();
@@ -317,7 +319,7 @@ TEST_F(CacheTest, SizeBoundEvictsLeastRecentlyUsed) {
 
 // prune(0) leaves no record of any kind.
 TEST_F(CacheTest, PruneToZeroRemovesEveryRecord) {
-  compile_cached(Program(std::string(kScale) + "// prune\n"), requests_for(TypeCode::kFloat),
+  compile_cached(*read_program(std::string(kScale) + "// prune\n"), requests_for(TypeCode::kFloat),
                  options_with({}), true);
   ASSERT_EQ(entry_files(".cjr").size(), 1u);
   ASSERT_EQ(entry_files(".cjm").size(), 1u);
@@ -334,11 +336,11 @@ TEST_F(CacheTest, PruneToZeroRemovesEveryRecord) {
 TEST_F(CacheTest, ReflectionIsReadFromTheCacheWithoutParsing) {
   const std::string src = std::string(kScale) + "\n// reflection cache\n";
   const uint64_t before = frontend_parse_count();
-  const Program first(src);
+  const auto first = read_program(src);
   EXPECT_EQ(frontend_parse_count(), before + 1);
-  const Program second(src);
+  const auto second = read_program(src);
   EXPECT_EQ(frontend_parse_count(), before + 1) << "the second read comes from the cache";
-  EXPECT_EQ(second.reflection(), first.reflection());
+  EXPECT_EQ(second->reflection(), first->reflection());
   EXPECT_EQ(entry_files(".cjr").size(), 1u);
   struct Case {
     const char* what;
@@ -355,11 +357,11 @@ TEST_F(CacheTest, ReflectionIsReadFromTheCacheWithoutParsing) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
     const uint64_t n = frontend_parse_count();
-    const Program parsed(c.source, c.filename, c.options, c.std);
+    const auto parsed = read_program(c.source, c.filename, c.options, c.std);
     EXPECT_EQ(frontend_parse_count(), n + 1);
-    const Program cached(c.source, c.filename, c.options, c.std);
+    const auto cached = read_program(c.source, c.filename, c.options, c.std);
     EXPECT_EQ(frontend_parse_count(), n + 1);
-    EXPECT_EQ(cached.reflection(), parsed.reflection());
+    EXPECT_EQ(cached->reflection(), parsed->reflection());
   }
 }
 
@@ -372,41 +374,41 @@ TEST_F(CacheTest, ReflectionFollowsIncludedHeaders) {
   write_text(inc + "/buffer.h", "#define BUFFER float*\n");
   const std::string src = "#include \"types.h\"\n__global__ void k(BUFFER b) {}\n";
   const std::vector<std::string> options = {"-I" + inc};
-  const Program as_pointer(src, "kernel.cu", options);
-  ASSERT_EQ(as_pointer.kernel("k").params.size(), 1u);
-  EXPECT_EQ(as_pointer.kernel("k").params[0].kind, ParamKind::kPointer);
+  const auto as_pointer = read_program(src, "kernel.cu", options);
+  ASSERT_EQ(as_pointer->kernel("k").params.size(), 1u);
+  EXPECT_EQ(as_pointer->kernel("k").params[0].kind, ParamKind::kPointer);
   const uint64_t n = frontend_parse_count();
-  EXPECT_EQ(Program(src, "kernel.cu", options).reflection(), as_pointer.reflection());
+  EXPECT_EQ(read_program(src, "kernel.cu", options)->reflection(), as_pointer->reflection());
   EXPECT_EQ(frontend_parse_count(), n);
   write_text(inc + "/buffer.h", "#define BUFFER float\n");
-  const Program as_number(src, "kernel.cu", options);
+  const auto as_number = read_program(src, "kernel.cu", options);
   EXPECT_EQ(frontend_parse_count(), n + 1);
-  ASSERT_EQ(as_number.kernel("k").params.size(), 1u);
-  EXPECT_EQ(as_number.kernel("k").params[0].kind, ParamKind::kScalar);
+  ASSERT_EQ(as_number->kernel("k").params.size(), 1u);
+  EXPECT_EQ(as_number->kernel("k").params[0].kind, ParamKind::kScalar);
 }
 
 TEST_F(CacheTest, ReflectionIsParsedEveryTimeWithTheCacheDisabled) {
   DiskCache::instance().configure({false, dir_, int64_t(1) << 30});
   const std::string src = std::string(kScale) + "\n// cache disabled\n";
   const uint64_t n = frontend_parse_count();
-  const Program first(src);
-  const Program second(src);
+  const auto first = read_program(src);
+  const auto second = read_program(src);
   EXPECT_EQ(frontend_parse_count(), n + 2);
-  EXPECT_EQ(second.reflection(), first.reflection());
+  EXPECT_EQ(second->reflection(), first->reflection());
 }
 
 // A damaged reflection record is ignored with a warning, parsed again and replaced.
 TEST_F(CacheTest, DamagedReflectionRecordIsParsedAgainAndReplaced) {
   const std::string src = std::string(kScale) + "\n// damaged reflection\n";
-  const Program first(src);
+  const auto first = read_program(src);
   const auto files = entry_files(".cjr");
   ASSERT_EQ(files.size(), 1u);
   write_text(files[0], "not a record");
   const uint64_t n = frontend_parse_count();
-  const Program second(src);
+  const auto second = read_program(src);
   EXPECT_EQ(frontend_parse_count(), n + 1);
-  EXPECT_EQ(second.reflection(), first.reflection());
-  const Program third(src);
+  EXPECT_EQ(second->reflection(), first->reflection());
+  const auto third = read_program(src);
   EXPECT_EQ(frontend_parse_count(), n + 1) << "the record was replaced";
 }
 

@@ -4,6 +4,7 @@
 #include "headers.h"
 
 #include "program.h"
+#include "reading.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -88,7 +89,7 @@ TEST(HeadersTest, ScanIncludesReadsDirectivesAndHasInclude) {
 // or bfloat16 key, or a source that names the types, brings them in, and all compile.
 TEST(HeadersTest, GeneratedSourceDefinesImplicitMacrosOnlyWhenNeeded) {
   if (cuda_include_dir().empty()) GTEST_SKIP() << "no CUDA headers on this machine";
-  const Program program(R"(
+  const auto program = read_program(R"(
 template <typename T>
 __global__ void scale(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
   long long i = threadIdx.x;
@@ -109,34 +110,34 @@ __global__ void scale(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
     SCOPED_TRACE(c.what);
     const SpecKey key = make_spec_key(90, {tensor_sig(c.dtype, 1), tensor_sig(c.dtype, 1),
                                            number_sig(ArgKind::kFloat)});
-    const GeneratedSource generated = program.generate({{"scale", key, ""}});
+    const GeneratedSource generated = program->generate({{"scale", key, ""}});
     EXPECT_EQ(generated.text.find("#define CJ_HAVE_FP16") != std::string::npos, c.needs);
     EXPECT_EQ(generated.text.find("#define CJ_HAVE_BF16") != std::string::npos, c.needs);
     EXPECT_EQ(generated.text.find("#define CJ_IMPLICIT_MATH"), std::string::npos);
-    const CompiledProgram compiled = program.compile(generated, options);
+    const CompiledProgram compiled = program->compile(generated, options);
     EXPECT_FALSE(compiled.cubin.empty());
   }
-  const Program named(
+  const auto named = read_program(
       "__global__ void twice(__half* x) { x[threadIdx.x] = __hadd(x[threadIdx.x], x[threadIdx.x]); }");
   const SpecKey key = make_spec_key(90, {tensor_sig(TypeCode::kHalf, 1)});
-  EXPECT_FALSE(named.compile({{"twice", key, ""}}, options).cubin.empty());
+  EXPECT_FALSE(named->compile({{"twice", key, ""}}, options).cubin.empty());
   // nvcc's implicit <math.h>: M_PI and an integer sqrt without an include.
-  const Program math("__global__ void k(double* x, int n) { x[0] = M_PI * sqrt(n) + std::fabs(x[1]); }");
+  const auto math = read_program("__global__ void k(double* x, int n) { x[0] = M_PI * sqrt(n) + std::fabs(x[1]); }");
   const SpecKey math_key = make_spec_key(90, {tensor_sig(TypeCode::kDouble, 1), number_sig(ArgKind::kInt)});
-  const GeneratedSource math_text = math.generate({{"k", math_key, ""}});
+  const GeneratedSource math_text = math->generate({{"k", math_key, ""}});
   EXPECT_NE(math_text.text.find("#define CJ_IMPLICIT_MATH"), std::string::npos);
-  EXPECT_FALSE(math.compile(math_text, options).cubin.empty());
+  EXPECT_FALSE(math->compile(math_text, options).cubin.empty());
 }
 
 // A user macro or pre-included header may use cj/cj.cuh's optional parts: nvrtc_options then
 // asks for them.
 TEST(HeadersTest, UserOptionsNamingHalfTypesKeepTheHeaders) {
   if (cuda_include_dir().empty()) GTEST_SKIP() << "no CUDA headers on this machine";
-  const Program program("__global__ void k(float* x) {}");
+  const auto program = read_program("__global__ void k(float* x) {}");
   CompileOptions o;
   o.arch = 90;
   auto has_macro = [&] {
-    const auto opts = program.nvrtc_options(o);
+    const auto opts = program->nvrtc_options(o);
     return std::find(opts.begin(), opts.end(), "-DCJ_HAVE_FP16") != opts.end();
   };
   EXPECT_FALSE(has_macro());

@@ -4,6 +4,7 @@
 // themselves when torch::cuda::is_available() is false.
 #include "kernel.h"
 
+#include "reading.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>
@@ -240,7 +241,7 @@ TEST(KernelTest, NullExtensionIsRejected) {
 }
 
 TEST(KernelTest, SharedProgramServesSeveralKernels) {
-  auto program = std::make_shared<const Program>(
+  auto program = read_program(
       "__global__ void a(float* x) { x[0] = 1.f; }\n__global__ void b(int* x) { x[0] = 2; }\n");
   Kernel ka(program, "a");
   Kernel kb(program, "b");

@@ -4,15 +4,20 @@
 // the rejection of writes through const parameters.
 #include "program.h"
 
+#include "cache.h"
 #include "cuda_api.h"
 #include "frontend.h"
+#include "reading.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,18 +57,18 @@ SpecKey saxpy_key(bool contiguous = true) {
 TEST(ProgramTest, FromReflectionParsesNothing) {
   const std::string source =
       "namespace ns {\ntemplate <typename T>\n__global__ void k(cj::Array<T, 1> out, T a) {}\n}\n";
-  const Program original(source);
+  const auto original = read_program(source);
   const uint64_t parses = frontend_parse_count();
-  auto again = Program::from_reflection(source, "kernel.cu", original.reflection());
+  const Program again = Program::from_reflection(source, "kernel.cu", original->reflection());
   EXPECT_EQ(frontend_parse_count(), parses);
-  ASSERT_EQ(again->kernels().size(), 1u);
-  EXPECT_EQ(again->kernel("k").qualified_name, "ns::k");
+  ASSERT_EQ(again.kernels().size(), 1u);
+  EXPECT_EQ(again.kernel("k").qualified_name, "ns::k");
   const InstantiationRequest request{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1),
                                                                 number_sig(ArgKind::kFloat)}), ""};
-  EXPECT_EQ(again->generated_source({request}), original.generated_source({request}));
+  EXPECT_EQ(again.generated_source({request}), original->generated_source({request}));
   CJ_EXPECT_CONTAINS(
       expect_throws<c10::ValueError>(
-          [&] { Program::from_reflection(source + " ", "kernel.cu", original.reflection()); }),
+          [&] { Program::from_reflection(source + " ", "kernel.cu", original->reflection()); }),
       "was read from another source");
 }
 
@@ -126,8 +131,8 @@ TEST(ProgramTest, MissingHeaderHintNamesThePackage) {
 }
 
 TEST(ProgramTest, CompilesToCubinAndPtx) {
-  Program program(kSaxpy);
-  CompiledProgram out = program.compile({{"saxpy", saxpy_key(), ""}}, options_for(kArch));
+  const auto program = read_program(kSaxpy);
+  CompiledProgram out = program->compile({{"saxpy", saxpy_key(), ""}}, options_for(kArch));
   EXPECT_EQ(out.target, "sm_90");
   EXPECT_TRUE(out.has_cubin);
   ASSERT_GE(out.cubin.size(), 4u);
@@ -141,13 +146,13 @@ TEST(ProgramTest, CompilesToCubinAndPtx) {
   CJ_EXPECT_CONTAINS(out.ptx, out.lowered_names[0]);
   ASSERT_EQ(out.name_expressions.size(), 1u);
   EXPECT_EQ(out.name_expressions[0], "static_cast<cj_detail_spec_" +
-                                         instantiation_tag(program.kernel("saxpy"), saxpy_key()) +
+                                         instantiation_tag(program->kernel("saxpy"), saxpy_key()) +
                                          "::fn>(saxpy)");
-  EXPECT_EQ(out.options, program.nvrtc_options(options_for(kArch)));
+  EXPECT_EQ(out.options, program->nvrtc_options(options_for(kArch)));
 }
 
 TEST(ProgramTest, ProbesReportParameterTypes) {
-  Program program(R"(
+  const auto program = read_program(R"(
 __global__ void k(cj::Array<float, 2> a, cj::Array<const double, 3> b, float* p, float s,
                   int n, double d, bool f, unsigned char u, cj::Array<int, 0> z, long long q) {}
 )");
@@ -157,7 +162,7 @@ __global__ void k(cj::Array<float, 2> a, cj::Array<const double, 3> b, float* p,
               number_sig(ArgKind::kInt), number_sig(ArgKind::kFloat), number_sig(ArgKind::kBool),
               number_sig(ArgKind::kInt), tensor_sig(TypeCode::kInt32, 0),
               number_sig(ArgKind::kInt)});
-  CompiledProgram out = program.compile({{"k", key, ""}}, options_for(kArch));
+  CompiledProgram out = program->compile({{"k", key, ""}}, options_for(kArch));
   ASSERT_EQ(out.probes.size(), 1u);
   struct Case {
     const char* title;
@@ -189,7 +194,7 @@ __global__ void k(cj::Array<float, 2> a, cj::Array<const double, 3> b, float* p,
 // T comes from the arrays; the scalar `T a` is non-deduced, so a Python float does not force
 // T = double. One NVRTC call compiles all instantiations.
 TEST(ProgramTest, DeducesTemplateTypeFromArrays) {
-  Program program(R"(
+  const auto program = read_program(R"(
 template <class T>
 __global__ void axpy(cj::Array<T, 2> y, cj::Array<const T, 2> x, T a) {
   long long i = blockIdx.x, j = threadIdx.x;
@@ -214,7 +219,7 @@ __global__ void axpy(cj::Array<T, 2> y, cj::Array<const T, 2> x, T a) {
                         make_spec_key(kArch, {tensor_sig(c.dtype, 2), tensor_sig(c.dtype, 2, false),
                                               number_sig(c.scalar)}),
                         ""});
-  CompiledProgram out = program.compile(requests, options_for(kArch));
+  CompiledProgram out = program->compile(requests, options_for(kArch));
   ASSERT_EQ(out.lowered_names.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(cases[i].title);
@@ -228,7 +233,7 @@ __global__ void axpy(cj::Array<T, 2> y, cj::Array<const T, 2> x, T a) {
 
 // Without a tensor to fix T, the scalar's own (Python) type deduces it.
 TEST(ProgramTest, ScalarDeducesWhenNoArrayDoes) {
-  Program program("template <class T> __global__ void fill(float* out, T v) { out[0] = v; }");
+  const auto program = read_program("template <class T> __global__ void fill(float* out, T v) { out[0] = v; }");
   struct Case {
     const char* title;
     ArgKind kind;
@@ -243,7 +248,7 @@ TEST(ProgramTest, ScalarDeducesWhenNoArrayDoes) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.title);
     SpecKey key = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1), number_sig(c.kind)});
-    CompiledProgram out = program.compile({{"fill", key, ""}}, options_for(kArch));
+    CompiledProgram out = program->compile({{"fill", key, ""}}, options_for(kArch));
     EXPECT_EQ(static_cast<int>(out.probes[0][1].code), static_cast<int>(c.code));
     EXPECT_EQ(out.probes[0][1].size, c.size);
   }
@@ -262,8 +267,8 @@ TEST(ProgramTest, ExplicitTemplateArguments) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.title);
-    Program program(c.source);
-    CompiledProgram out = program.compile(
+    const auto program = read_program(c.source);
+    CompiledProgram out = program->compile(
         {{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), c.template_args}},
         options_for(kArch));
     EXPECT_EQ(out.lowered_names[0], c.lowered);
@@ -281,8 +286,8 @@ Attempt try_compile(const std::string& source, const SpecKey& key,
                     const std::string& template_args = "", CompileOptions o = options_for(kArch)) {
   Attempt a;
   try {
-    Program program(source);
-    a.out = program.compile({{"k", key, template_args}}, o);
+    const auto program = read_program(source);
+    a.out = program->compile({{"k", key, template_args}}, o);
   } catch (const CompileError& e) {
     a.error = cjtest::first_error_line(e.log());
     a.message = e.what_without_backtrace();
@@ -362,8 +367,8 @@ TEST(ProgramTest, KernelInNamespaceCompiles) {
 }
 
 TEST(ProgramTest, ExternCKernelKeepsItsName) {
-  Program program("extern \"C\" __global__ void plain(float* x, cj::Array<float, 1> a) { x[0] = a[0]; }");
-  CompiledProgram out = program.compile(
+  const auto program = read_program("extern \"C\" __global__ void plain(float* x, cj::Array<float, 1> a) { x[0] = a[0]; }");
+  CompiledProgram out = program->compile(
       {{"plain",
         make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1), tensor_sig(TypeCode::kFloat, 1, false)}),
         ""}},
@@ -400,12 +405,12 @@ TEST(ProgramTest, RewrittenDeclarationsCompile) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.title);
     try {
-      Program program(c.source);
+      const auto program = read_program(c.source);
       SpecKey key = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)});
       if (c.args == 2) key.args[key.size++] = tensor_sig(TypeCode::kFloat, 1);
       CompileOptions o = options_for(kArch);
       o.std = c.std;
-      CompiledProgram out = program.compile({{"k", key, ""}}, o);
+      CompiledProgram out = program->compile({{"k", key, ""}}, o);
       EXPECT_EQ(out.lowered_names.size(), 1u);
     } catch (const c10::Error& e) {
       ADD_FAILURE() << e.what_without_backtrace();
@@ -421,7 +426,7 @@ TEST(ProgramTest, UnknownArchFallsBackToPtx) {
   for (int a = archs.front() + 1; a <= archs.back() && unknown.size() < 2; ++a)
     if (std::find(archs.begin(), archs.end(), a) == archs.end()) unknown.push_back(a);
   unknown.push_back(archs.back() + 10);  // a future architecture
-  Program program(kSaxpy);
+  const auto program = read_program(kSaxpy);
   for (int arch : unknown) {
     SCOPED_TRACE("arch " + std::to_string(arch));
     int best = 0;
@@ -429,7 +434,7 @@ TEST(ProgramTest, UnknownArchFallsBackToPtx) {
       if (a <= arch) best = std::max(best, a);
     SpecKey key = saxpy_key();
     key.arch = arch;
-    CompiledProgram out = program.compile({{"saxpy", key, ""}}, options_for(arch));
+    CompiledProgram out = program->compile({{"saxpy", key, ""}}, options_for(arch));
     EXPECT_EQ(out.target, "compute_" + std::to_string(best));
     EXPECT_EQ(out.options[0], "-arch=compute_" + std::to_string(best));
     EXPECT_FALSE(out.has_cubin);
@@ -444,16 +449,16 @@ TEST(ProgramTest, ArchOlderThanNvrtcSupportsIsRejected) {
   std::vector<int> archs = detail::nvrtc_supported_archs();
   ASSERT_FALSE(archs.empty());
   ASSERT_GT(archs.front(), 30);
-  Program program(kSaxpy);
-  std::string msg = expect_throws<c10::ValueError>([&] { program.nvrtc_options(options_for(30)); });
+  const auto program = read_program(kSaxpy);
+  std::string msg = expect_throws<c10::ValueError>([&] { program->nvrtc_options(options_for(30)); });
   CJ_EXPECT_CONTAINS(msg, "cannot target sm_30");
   CJ_EXPECT_CONTAINS(msg, "sm_" + std::to_string(archs.front()));
 }
 
 TEST(ProgramTest, NvrtcOptions) {
-  Program program(kSaxpy);
+  const auto program = read_program(kSaxpy);
   CompileOptions o = options_for(kArch);
-  std::vector<std::string> base = program.nvrtc_options(o);
+  std::vector<std::string> base = program->nvrtc_options(o);
   ASSERT_GE(base.size(), 4u);
   EXPECT_EQ(base[0], "-arch=sm_90");
   EXPECT_EQ(base[1], "-std=c++17");
@@ -469,7 +474,7 @@ TEST(ProgramTest, NvrtcOptions) {
   o.lineinfo = true;
   o.std = "c++20";
   o.extra = {"-DSCALE=3", "--use_fast_math"};
-  std::vector<std::string> full = program.nvrtc_options(o);
+  std::vector<std::string> full = program->nvrtc_options(o);
   EXPECT_EQ(full[1], "-std=c++20");
   EXPECT_TRUE(has(full, "-G"));
   EXPECT_TRUE(has(full, "-DCJ_DEBUG"));
@@ -481,7 +486,7 @@ TEST(ProgramTest, NvrtcOptions) {
 }
 
 TEST(ProgramTest, UserDefinesReachTheSource) {
-  Program program(R"(
+  const auto program = read_program(R"(
 __global__ void k(float* out) {
 #if SCALE != 3
 #error SCALE must be 3
@@ -491,18 +496,18 @@ __global__ void k(float* out) {
 )");
   CompileOptions o = options_for(kArch);
   SpecKey key = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)});
-  EXPECT_THROW(program.compile({{"k", key, ""}}, o), CompileError);
+  EXPECT_THROW(program->compile({{"k", key, ""}}, o), CompileError);
   o.extra = {"-DSCALE=3"};
-  EXPECT_NO_THROW(program.compile({{"k", key, ""}}, o));
+  EXPECT_NO_THROW(program->compile({{"k", key, ""}}, o));
 }
 
 TEST(ProgramTest, GeneratedSource) {
-  Program program(kSaxpy, "saxpy.cu");
-  std::string text = program.generated_source({{"saxpy", saxpy_key(), ""}, {"saxpy", saxpy_key(false), ""}});
+  const auto program = read_program(kSaxpy, "saxpy.cu");
+  std::string text = program->generated_source({{"saxpy", saxpy_key(), ""}, {"saxpy", saxpy_key(false), ""}});
   EXPECT_EQ(text.rfind("#include <cj/cj.cuh>\n#line 1 \"saxpy.cu\"\n", 0), 0u) << text;
   CJ_EXPECT_CONTAINS(text, "#line 1 \"torch_cudajit_generated\"");
   CJ_EXPECT_CONTAINS(text, "cj::Array<float, 1, CjL0> y");
-  const KernelDecl& decl = program.kernel("saxpy");
+  const KernelDecl& decl = program->kernel("saxpy");
   CJ_EXPECT_CONTAINS(text, "using cj_detail_spec_" + instantiation_tag(decl, saxpy_key()) + " = ");
   CJ_EXPECT_CONTAINS(text, "using cj_detail_spec_" + instantiation_tag(decl, saxpy_key(false)) + " = ");
   // One deduction helper (two overloads) for the kernel, however many requests.
@@ -513,21 +518,86 @@ TEST(ProgramTest, GeneratedSource) {
   EXPECT_EQ(helpers, 2u);
 }
 
+// A Program is built from a source and its reflection alone: with the disk cache switched off
+// and its folder absent, it generates the text and compiles, and its reflection's bytes give
+// the same Program again; the folder is never created.
+TEST(ProgramTest, BuiltFromSourceAndReflectionWithoutDiskCache) {
+  const CacheSettings saved = DiskCache::instance().settings();
+  const std::string folder = cjtest::make_temp_dir() + "/never";
+  DiskCache::instance().configure({false, folder, 0});
+  const uint64_t parses = frontend_parse_count();
+  const Program program(kSaxpy, "saxpy.cu", cjtest::reflect(kSaxpy));
+  EXPECT_EQ(frontend_parse_count(), parses + 1);
+  EXPECT_EQ(program.digest(), source_digest("saxpy.cu", kSaxpy));
+  const InstantiationRequest request{"saxpy", saxpy_key(), ""};
+  const GeneratedSource generated = program.generate({request});
+  EXPECT_EQ(generated.text.rfind("#include <cj/cj.cuh>\n#line 1 \"saxpy.cu\"\n", 0), 0u)
+      << generated.text;
+  CJ_EXPECT_CONTAINS(generated.text, "cj::Array<float, 1, CjL0> y");
+  const Program again = Program::from_reflection(kSaxpy, "saxpy.cu", program.reflection());
+  EXPECT_EQ(frontend_parse_count(), parses + 1);
+  EXPECT_EQ(again.generate({request}).text, generated.text);
+  const CompiledProgram compiled = program.compile(generated, options_for(kArch));
+  EXPECT_EQ(compiled.target, "sm_90");
+  EXPECT_EQ(compiled.options, program.nvrtc_arguments(options_for(kArch)).options);
+  EXPECT_EQ(access(folder.c_str(), F_OK), -1) << "the disk cache's folder was created";
+  DiskCache::instance().configure(saved);
+}
+
+// A request's wrapping (KernelWrapping) puts its text around the user's source, appends each
+// instantiation's wrapper after the aliases, and makes the wrapper the kernel NVRTC is asked
+// for; requests compiled together share one wrapping's text.
+TEST(ProgramTest, WrappingSurroundsTheSourceAndNamesTheKernel) {
+  const auto program = read_program(kSaxpy, "saxpy.cu");
+  auto wrapping = std::make_shared<KernelWrapping>();
+  wrapping->macros = "#define WRAPPED 1\n";
+  wrapping->prologue = "// before the source\n";
+  wrapping->epilogue = "// after the source\n";
+  wrapping->wrap = [](const KernelDecl& decl, const SpecKey&, const std::string& tag,
+                      Instantiation& inst) {
+    const std::string text = "// wraps " + decl.name + " as " + inst.kernel_expression + "\n";
+    inst.kernel_expression = "wrapper_" + tag;
+    return text;
+  };
+  const InstantiationRequest plain{"saxpy", saxpy_key(), ""};
+  InstantiationRequest wrapped = plain;
+  wrapped.wrapping = wrapping;
+  const GeneratedSource base = program->generate({plain});
+  const GeneratedSource out = program->generate({wrapped});
+  const std::string tag = instantiation_tag(program->kernel("saxpy"), saxpy_key());
+  EXPECT_EQ(out.instantiations[0].kernel_expression, "wrapper_" + tag);
+  CJ_EXPECT_CONTAINS(out.text, "#define WRAPPED 1\n#include <cj/cj.cuh>\n// before the source\n"
+                               "#line 1 \"saxpy.cu\"\n");
+  CJ_EXPECT_CONTAINS(out.text, "\n// after the source\n#line 1 \"torch_cudajit_generated\"\n");
+  // The wrapper follows the instantiation's alias and names the kernel it wraps.
+  const std::string wraps = "// wraps saxpy as " + base.instantiations[0].kernel_expression + "\n";
+  CJ_EXPECT_CONTAINS(out.text, base.instantiations[0].alias_definition + wraps);
+  EXPECT_EQ(out.text.size(), base.text.size() + wrapping->macros.size() +
+                                 wrapping->prologue.size() + wrapping->epilogue.size() +
+                                 wraps.size());
+  InstantiationRequest other = wrapped;
+  auto other_text = std::make_shared<KernelWrapping>(*wrapping);
+  other_text->prologue = "// another prologue\n";
+  other.wrapping = other_text;
+  expect_throws<c10::Error>([&] { program->generate({wrapped, plain}); });
+  expect_throws<c10::Error>([&] { program->generate({wrapped, other}); });
+}
+
 // An instantiation is spelled the same alone and among others: a batch's entry is found under
 // its own key, and a pickled specialization of a batch is adopted like one compiled alone.
 TEST(ProgramTest, InstantiationsAreSpelledAlikeAloneAndInABatch) {
-  Program program(kSaxpy, "saxpy.cu");
+  const auto program = read_program(kSaxpy, "saxpy.cu");
   const InstantiationRequest a{"saxpy", saxpy_key(), ""}, b{"saxpy", saxpy_key(false), ""};
-  const GeneratedSource batch = program.generate({a, b});
+  const GeneratedSource batch = program->generate({a, b});
   ASSERT_EQ(batch.instantiations.size(), 2u);
   EXPECT_EQ(batch.requests.size(), 2u);
   EXPECT_EQ(batch.instantiations[1].kernel_expression,
-            program.generate({b}).instantiations[0].kernel_expression);
+            program->generate({b}).instantiations[0].kernel_expression);
   EXPECT_EQ(batch.instantiations[1].probe_expressions,
-            program.generate({b}).instantiations[0].probe_expressions);
+            program->generate({b}).instantiations[0].probe_expressions);
   EXPECT_NE(batch.instantiations[0].kernel_expression, batch.instantiations[1].kernel_expression);
-  const CompiledProgram together = program.compile(batch, options_for(kArch));
-  const CompiledProgram alone = program.compile({b}, options_for(kArch));
+  const CompiledProgram together = program->compile(batch, options_for(kArch));
+  const CompiledProgram alone = program->compile({b}, options_for(kArch));
   EXPECT_EQ(together.lowered_names[1], alone.lowered_names[0]);
   EXPECT_EQ(together.name_expressions[1], alone.name_expressions[0]);
 }
@@ -537,16 +607,16 @@ TEST(ProgramTest, CompileErrorCarriesEverything) {
       "__global__ void bad(float* x) {\n"
       "  x[0] = undefined_name;\n"
       "}\n";
-  Program program(source, "bad_kernel.cu");
+  const auto program = read_program(source, "bad_kernel.cu");
   CompileOptions o = options_for(kArch);
   o.extra = {"-DMARKER=1"};
   try {
-    program.compile({{"bad", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o);
+    program->compile({{"bad", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o);
     FAIL() << "expected a CompileError";
   } catch (const CompileError& e) {
     EXPECT_EQ(e.kernel_name(), "bad");
     EXPECT_EQ(e.arch(), "sm_90");
-    EXPECT_EQ(e.options(), program.nvrtc_options(o));
+    EXPECT_EQ(e.options(), program->nvrtc_options(o));
     EXPECT_NE(std::find(e.options().begin(), e.options().end(), "-DMARKER=1"), e.options().end());
     // Line numbers are those of the user's source, thanks to #line.
     CJ_EXPECT_CONTAINS(e.log(), "bad_kernel.cu(2)");
@@ -562,9 +632,9 @@ TEST(ProgramTest, CompileErrorCarriesEverything) {
 
 // A key the kernel cannot be instantiated for fails in the generated code, and says so.
 TEST(ProgramTest, InstantiationFailureNamesTheArgumentTypes) {
-  Program program("__global__ void k(cj::Array<float, 1> a) { a[0] = 0.f; }");
+  const auto program = read_program("__global__ void k(cj::Array<float, 1> a) { a[0] = 0.f; }");
   SpecKey key = make_spec_key(kArch, {aligned_sig(TypeCode::kInt32, 1)});
-  std::string msg = expect_throws<CompileError>([&] { program.compile({{"k", key, ""}}, options_for(kArch)); });
+  std::string msg = expect_throws<CompileError>([&] { program->compile({{"k", key, ""}}, options_for(kArch)); });
   CJ_EXPECT_CONTAINS(msg, "could not be instantiated for the argument types");
   CJ_EXPECT_CONTAINS(msg, "k(Array<int32, 1, contiguous>)");
   // NVRTC's first error comes before the options and the full log.
@@ -628,7 +698,7 @@ TEST(ProgramTest, CondensedLogCountsTheNameMapErrors) {
 
 // A pointer parameter's probe describes its pointee: what the launch checks of the data.
 TEST(ProgramTest, PointerProbesDescribeThePointee) {
-  Program program(R"(
+  const auto program = read_program(R"(
 #include <cuda_fp16.h>
 struct alignas(16) Vec { float v[4]; };
 struct Rgb { unsigned char r, g, b; };
@@ -643,7 +713,7 @@ __global__ void k(float4* a, const __half2* __restrict__ b, Vec* const c, const 
               tensor_sig(TypeCode::kInt64, 1), tensor_sig(TypeCode::kHalf, 1),
               tensor_sig(TypeCode::kInt32, 1), tensor_sig(TypeCode::kDouble, 1),
               tensor_sig(TypeCode::kInt64, 1), tensor_sig(TypeCode::kDouble, 1)});
-  CompiledProgram out = program.compile({{"k", key, ""}}, options_for(kArch));
+  CompiledProgram out = program->compile({{"k", key, ""}}, options_for(kArch));
   struct Case {
     const char* title;
     TypeCode code;
@@ -668,14 +738,14 @@ __global__ void k(float4* a, const __half2* __restrict__ b, Vec* const c, const 
 
 // An address (None, cj.DevicePointer) leaves T to the other arguments.
 TEST(ProgramTest, AddressTakesTheTypeOfTheOtherArguments) {
-  Program program(
+  const auto program = read_program(
       "template <class T>\n"
       "__global__ void k(T* out, const T* x, const T* bias, float s) { if (bias) out[0] = x[0]; }");
   for (TypeCode dtype : {TypeCode::kFloat, TypeCode::kHalf, TypeCode::kInt64}) {
     SCOPED_TRACE(dtype_name(dtype));
     SpecKey key = make_spec_key(kArch, {tensor_sig(dtype, 1), tensor_sig(dtype, 1),
                                         number_sig(ArgKind::kAddress), number_sig(ArgKind::kFloat)});
-    CompiledProgram out = program.compile({{"k", key, ""}}, options_for(kArch));
+    CompiledProgram out = program->compile({{"k", key, ""}}, options_for(kArch));
     ASSERT_EQ(out.probes[0].size(), 4u);
     EXPECT_EQ(static_cast<int>(out.probes[0][2].code), static_cast<int>(dtype));
     EXPECT_EQ(out.probes[0][2].size, type_size(dtype));
@@ -696,10 +766,10 @@ TEST(ProgramTest, WritesThroughConstParametersAreRejected) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.title);
-    Program program(c.source);
+    const auto program = read_program(c.source);
     SpecKey key = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)});
     try {
-      program.compile({{"k", key, ""}}, options_for(kArch));
+      program->compile({{"k", key, ""}}, options_for(kArch));
       ADD_FAILURE() << "writing through a const parameter compiled";
     } catch (const CompileError& e) {
       EXPECT_EQ(e.kernel_name(), "k");
@@ -709,14 +779,14 @@ TEST(ProgramTest, WritesThroughConstParametersAreRejected) {
 }
 
 TEST(ProgramTest, MissingKernelNameListsTheKernels) {
-  Program program("__global__ void alpha(float* x) {}\n__global__ void beta(int n) {}\n");
-  std::string msg = expect_throws<c10::ValueError>([&] { program.kernel("gamma"); });
+  const auto program = read_program("__global__ void alpha(float* x) {}\n__global__ void beta(int n) {}\n");
+  std::string msg = expect_throws<c10::ValueError>([&] { program->kernel("gamma"); });
   CJ_EXPECT_CONTAINS(msg, "no __global__ function named 'gamma'");
   CJ_EXPECT_CONTAINS(msg, "'alpha', 'beta'");
-  EXPECT_EQ(program.kernel("beta").name, "beta");
+  EXPECT_EQ(program->kernel("beta").name, "beta");
 
-  Program empty("__device__ float f(float x) { return x; }");
-  std::string none = expect_throws<c10::ValueError>([&] { empty.kernel("f"); });
+  const auto empty = read_program("__device__ float f(float x) { return x; }");
+  std::string none = expect_throws<c10::ValueError>([&] { empty->kernel("f"); });
   CJ_EXPECT_CONTAINS(none, "defines none");
 }
 
@@ -755,10 +825,10 @@ TEST(ProgramTest, CooperativeDetection) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.title);
-    Program p(c.source);
-    EXPECT_EQ(p.cooperative("k"), c.cooperative);
+    const auto p = read_program(c.source);
+    EXPECT_EQ(p->cooperative("k"), c.cooperative);
     // Grid-synchronizing kernels compile without -rdc for sm_90 (libcu++ is found).
-    CompiledProgram out = p.compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}},
+    CompiledProgram out = p->compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}},
                                     options_for(kArch));
     EXPECT_FALSE(out.cubin.empty());
   }
@@ -769,11 +839,11 @@ TEST(ProgramTest, LinksACuFileWithNvJitLink) {
   const std::string dir = mkdtemp(dir_template);
   const std::string helper = dir + "/helper.cu";
   std::ofstream(helper) << "__device__ float helper(float v) { return 2.0f * v; }\n";
-  Program p("extern __device__ float helper(float);\n"
+  const auto p = read_program("extern __device__ float helper(float);\n"
             "__global__ void k(float* o) { o[threadIdx.x] = helper(o[threadIdx.x]); }\n");
   CompileOptions o = options_for(kArch);
   o.link = {helper};
-  CompiledProgram out = p.compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o);
+  CompiledProgram out = p->compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o);
   EXPECT_TRUE(out.has_cubin);
   EXPECT_FALSE(out.cubin.empty());
   EXPECT_EQ(out.target, "sm_90");
@@ -781,19 +851,19 @@ TEST(ProgramTest, LinksACuFileWithNvJitLink) {
 
   o.link = {dir + "/missing.cu"};
   std::string missing = expect_throws<c10::ValueError>(
-      [&] { p.compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o); });
+      [&] { p->compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o); });
   CJ_EXPECT_CONTAINS(missing, "missing.cu' cannot be read");
   std::ofstream(dir + "/other.cu") << "__device__ float other(float v) { return v; }\n";
   o.link = {dir + "/other.cu"};
   std::string undefined = expect_throws<CompileError>(
-      [&] { p.compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o); });
+      [&] { p->compile({{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)}), ""}}, o); });
   CJ_EXPECT_CONTAINS(undefined, "Linking failed");
 }
 
 // The probes make_instantiation leaves out (known_probe) are what NVRTC reports: asking for
 // them anyway gives the same code, size and alignment.
 TEST(ProgramTest, KnownProbesMatchTheCompiler) {
-  const Program program(R"(
+  const auto program = read_program(R"(
 __global__ void k(cj::Array<float, 2> a, const double* p, long long n, cj::complex<float> c,
                   const __half* h, bool flag, cj::Array<const int, 0> z) {}
 )");
@@ -801,7 +871,7 @@ __global__ void k(cj::Array<float, 2> a, const double* p, long long n, cj::compl
       kArch, {tensor_sig(TypeCode::kFloat, 2), tensor_sig(TypeCode::kDouble, 1), number_sig(ArgKind::kInt),
               number_sig(ArgKind::kComplex), tensor_sig(TypeCode::kHalf, 1), number_sig(ArgKind::kBool),
               tensor_sig(TypeCode::kInt32, 0)});
-  GeneratedSource generated = program.generate({{"k", key, ""}});
+  GeneratedSource generated = program->generate({{"k", key, ""}});
   Instantiation& inst = generated.instantiations[0];
   const std::string expr = inst.kernel_expression;
   const std::string alias = expr.substr(12, expr.find("::fn>") - 12);  // static_cast<ALIAS::fn>
@@ -811,16 +881,16 @@ __global__ void k(cj::Array<float, 2> a, const double* p, long long n, cj::compl
     const std::string t = alias + "::arg<" + std::to_string(i) + ">";
     const std::string e = "::cj::detail::pointee<" + t + ">";
     inst.probe_expressions[i] =
-        program.kernel("k").params[i].kind == ParamKind::kPointer
+        program->kernel("k").params[i].kind == ParamKind::kPointer
             ? "&::cj::detail::probe<" + e + "::code, " + e + "::size, " + e + "::align>"
             : "&::cj::detail::probe<::cj::detail::type_code<" + t + ">::value, sizeof(" + t +
                   "), alignof(" + t + ")>";
   }
-  const CompiledProgram compiled = program.compile(generated, options_for(kArch));
+  const CompiledProgram compiled = program->compile(generated, options_for(kArch));
   ASSERT_EQ(compiled.probes.size(), 1u);
   ASSERT_EQ(compiled.probes[0].size(), known.size());
   for (size_t i = 0; i < known.size(); ++i) {
-    SCOPED_TRACE(program.kernel("k").params[i].name);
+    SCOPED_TRACE(program->kernel("k").params[i].name);
     EXPECT_EQ(compiled.probes[0][i].code, known[i].code);
     EXPECT_EQ(compiled.probes[0][i].size, known[i].size);
     EXPECT_EQ(compiled.probes[0][i].align, known[i].align);

@@ -132,22 +132,22 @@ TEST_F(ReadingTest, HeaderEditChangesKeyAndReflectionHoweverItIsReached) {
     }
     // A distinct source per case, so that no case reads another's records.
     const std::string source = c.source + "// " + c.what + "\n";
-    const Program before(source, c.filename, options, "c++17", 90);
-    ASSERT_EQ(before.kernel("k").params.size(), 1u);
-    EXPECT_EQ(before.kernel("k").params[0].element, "float");
-    const std::string key = compile_key(before, float_request("k"), sm90(options));
+    const auto before = read_program(source, c.filename, options, "c++17", 90);
+    ASSERT_EQ(before->kernel("k").params.size(), 1u);
+    EXPECT_EQ(before->kernel("k").params[0].element, "float");
+    const std::string key = compile_key(*before, float_request("k"), sm90(options));
     ASSERT_EQ(key.size(), 64u);
-    EXPECT_EQ(compile_key(Program(source, c.filename, options, "c++17", 90), float_request("k"),
+    EXPECT_EQ(compile_key(*read_program(source, c.filename, options, "c++17", 90), float_request("k"),
                           sm90(options)),
               key)
         << "a second reading of unchanged files gives the same key";
     // An edit of the value: the same declarations, another program.
     edit_in_place(dir + "/" + c.header, "#define REAL float\n#define V 2\n");
     uint64_t parses = frontend_parse_count();
-    const std::string edited = compile_key(before, float_request("k"), sm90(options));
+    const std::string edited = compile_key(*before, float_request("k"), sm90(options));
     EXPECT_NE(edited, key) << "this process sees the edit";
     EXPECT_EQ(frontend_parse_count(), parses + 1) << "the files changed: the source is read again";
-    EXPECT_EQ(compile_key(Program(source, c.filename, options, "c++17", 90), float_request("k"),
+    EXPECT_EQ(compile_key(*read_program(source, c.filename, options, "c++17", 90), float_request("k"),
                           sm90(options)),
               edited)
         << "a later reading finds the new manifest entry";
@@ -156,12 +156,12 @@ TEST_F(ReadingTest, HeaderEditChangesKeyAndReflectionHoweverItIsReached) {
     // before the edit is not compiled against it.
     edit_in_place(dir + "/" + c.header, "#define REAL short\n#define V 2\n");
     parses = frontend_parse_count();
-    const Program after(source, c.filename, options, "c++17", 90);
+    const auto after = read_program(source, c.filename, options, "c++17", 90);
     EXPECT_EQ(frontend_parse_count(), parses + 1);
-    EXPECT_EQ(after.kernel("k").params[0].element, "short");
-    EXPECT_NE(compile_key(after, float_request("k"), sm90(options)), key);
+    EXPECT_EQ(after->kernel("k").params[0].element, "short");
+    EXPECT_NE(compile_key(*after, float_request("k"), sm90(options)), key);
     const std::string msg = expect_throws<c10::ValueError>(
-        [&] { compile_key(before, float_request("k"), sm90(options)); });
+        [&] { compile_key(*before, float_request("k"), sm90(options)); });
     CJ_EXPECT_CONTAINS(msg, "declares kernel 'k' differently when compiled for sm_90");
   }
 }
@@ -173,21 +173,41 @@ TEST_F(ReadingTest, ArchitectureOfTheCompileDecidesTheDeclarations) {
   const std::string src =
       "#if __CUDA_ARCH__ >= 900\n__global__ void hopper(float* o) {}\n#endif\n"
       "__global__ void k(\n#if __CUDA_ARCH__ >= 900\nfloat* o\n#else\nint* o\n#endif\n) {}\n";
-  const Program for90(src, "kernel.cu", {}, "c++17", 90);
-  const Program for80(src, "kernel.cu", {}, "c++17", 80);
-  EXPECT_EQ(for90.kernels().size(), 2u);
-  EXPECT_EQ(for80.kernels().size(), 1u);
-  EXPECT_EQ(for90.kernel("k").params[0].element, "float");
-  EXPECT_EQ(for80.kernel("k").params[0].element, "int");
+  const auto for90 = read_program(src, "kernel.cu", {}, "c++17", 90);
+  const auto for80 = read_program(src, "kernel.cu", {}, "c++17", 80);
+  EXPECT_EQ(for90->kernels().size(), 2u);
+  EXPECT_EQ(for80->kernels().size(), 1u);
+  EXPECT_EQ(for90->kernel("k").params[0].element, "float");
+  EXPECT_EQ(for80->kernel("k").params[0].element, "int");
   CompileOptions o = sm90();
   o.arch = 80;
-  const std::string msg = expect_throws<c10::ValueError>([&] { for90.dependencies(o); });
+  const std::string msg = expect_throws<c10::ValueError>([&] { program_dependencies(*for90, o); });
   CJ_EXPECT_CONTAINS(msg, "differently when compiled for sm_80");
   // The same declarations for every architecture: a compile for another one reads it again
   // and goes on.
-  const Program plain("__global__ void k(float* o) {\n#if __CUDA_ARCH__ >= 900\n o[0] = 1;\n#endif\n}\n",
+  const auto plain = read_program("__global__ void k(float* o) {\n#if __CUDA_ARCH__ >= 900\n o[0] = 1;\n#endif\n}\n",
                       "kernel.cu", {}, "c++17", 90);
-  EXPECT_TRUE(plain.dependencies(o).exact());
+  EXPECT_TRUE(program_dependencies(*plain, o).exact());
+}
+
+// A Program the reading layer did not make (built from its source and reflection) has no
+// record: its compiles may use the disk cache, and its dependencies are read on each call,
+// checked against its declarations like a read one's.
+TEST_F(ReadingTest, ProgramFromItsReflectionReadsItsDependenciesAndChecksThem) {
+  const std::string src =
+      "__global__ void k(\n#if __CUDA_ARCH__ >= 900\nfloat* o\n#else\nint* o\n#endif\n) {}\n"
+      "// not recorded\n";
+  const auto read = read_program(src, "kernel.cu", {}, "c++17", 90);
+  const Program copy = Program::from_reflection(src, "kernel.cu", read->reflection());
+  EXPECT_TRUE(program_uses_cache(copy));
+  EXPECT_FALSE(program_uses_cache(*read_program(src, "kernel.cu", {}, "c++17", 90, false)));
+  const uint64_t n = frontend_parse_count();
+  EXPECT_EQ(program_dependencies(copy, sm90()).files, program_dependencies(*read, sm90()).files);
+  EXPECT_EQ(frontend_parse_count(), n) << "the manifest written when it was read gives them";
+  CompileOptions o = sm90();
+  o.arch = 80;
+  const std::string msg = expect_throws<c10::ValueError>([&] { program_dependencies(copy, o); });
+  CJ_EXPECT_CONTAINS(msg, "declares kernel 'k' differently when compiled for sm_80");
 }
 
 // -std given among the options is the one NVRTC uses (the last wins): the front end reads the
@@ -196,10 +216,10 @@ TEST_F(ReadingTest, LastStandardAmongTheOptionsIsTheFrontEnds) {
   const std::string src =
       "#if __cplusplus > 201703L\n__global__ void cxx20(float* o) {}\n#endif\n"
       "__global__ void k(float* o) {}\n";
-  EXPECT_EQ(Program(src, "kernel.cu", {"-std=c++20"}, "c++17", 90).kernels().size(), 2u);
-  EXPECT_EQ(Program(src, "kernel.cu", {"-std=c++20", "--std=c++17"}, "c++17", 90).kernels().size(),
+  EXPECT_EQ(read_program(src, "kernel.cu", {"-std=c++20"}, "c++17", 90)->kernels().size(), 2u);
+  EXPECT_EQ(read_program(src, "kernel.cu", {"-std=c++20", "--std=c++17"}, "c++17", 90)->kernels().size(),
             1u);
-  EXPECT_EQ(Program(src, "kernel.cu", {}, "c++17", 90).kernels().size(), 1u);
+  EXPECT_EQ(read_program(src, "kernel.cu", {}, "c++17", 90)->kernels().size(), 1u);
 }
 
 // A pre-included header edited without changing its size or time is read anew: the
@@ -212,10 +232,10 @@ TEST_F(ReadingTest, PreambleIsRemadeWhenAPreIncludedHeaderChanges) {
     write_text(root_ + "/pre.h", "#define REAL float\n");
     const std::string src = std::string("__global__ void k(REAL* o) {}\n// ") +
                             (cached ? "cached" : "uncached") + "\n";
-    EXPECT_EQ(Program(src, "kernel.cu", options, "c++17", 90, cached).kernel("k").params[0].element,
+    EXPECT_EQ(read_program(src, "kernel.cu", options, "c++17", 90, cached)->kernel("k").params[0].element,
               "float");
     edit_in_place(root_ + "/pre.h", "#define REAL short\n");
-    EXPECT_EQ(Program(src, "kernel.cu", options, "c++17", 90, cached).kernel("k").params[0].element,
+    EXPECT_EQ(read_program(src, "kernel.cu", options, "c++17", 90, cached)->kernel("k").params[0].element,
               "short");
   }
 }
@@ -225,25 +245,25 @@ TEST_F(ReadingTest, PreambleIsRemadeWhenAPreIncludedHeaderChanges) {
 TEST_F(ReadingTest, ForeignReflectionRecordIsRefused) {
   const std::string a = "__global__ void k(const float* x, float* y) {}\n";
   const std::string b = "__global__ void k(float* x, const float* y) {}\n";
-  const Program pa(a, "kernel.cu", {}, "c++17", 90);
+  const auto pa = read_program(a, "kernel.cu", {}, "c++17", 90);
   const auto a_files = files_with(cache_, ".cjr");
   ASSERT_EQ(a_files.size(), 1u);
   const std::string a_record = a_files[0];
   std::ifstream in(a_record, std::ios::binary);
   const std::string a_bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   DiskCache::instance().configure({true, root_ + "/cache2", int64_t(1) << 30});
-  const Program pb(b, "kernel.cu", {}, "c++17", 90);
+  const auto pb = read_program(b, "kernel.cu", {}, "c++17", 90);
   const auto b_files = files_with(root_ + "/cache2", ".cjr");
   ASSERT_EQ(b_files.size(), 1u);
   write_text(b_files[0], a_bytes);  // a valid record with a valid checksum, of source a
   chmod(b_files[0].c_str(), 0600);
   const uint64_t n = frontend_parse_count();
-  const Program again(b, "kernel.cu", {}, "c++17", 90);
+  const auto again = read_program(b, "kernel.cu", {}, "c++17", 90);
   EXPECT_EQ(frontend_parse_count(), n + 1) << "the foreign record is refused";
-  EXPECT_EQ(param_role(again.kernel("k").params[0]), ParamRole::kOutput);
-  EXPECT_EQ(param_role(again.kernel("k").params[1]), ParamRole::kInput);
-  EXPECT_EQ(again.reflection(), pb.reflection());
-  const Program third(b, "kernel.cu", {}, "c++17", 90);
+  EXPECT_EQ(param_role(again->kernel("k").params[0]), ParamRole::kOutput);
+  EXPECT_EQ(param_role(again->kernel("k").params[1]), ParamRole::kInput);
+  EXPECT_EQ(again->reflection(), pb->reflection());
+  const auto third = read_program(b, "kernel.cu", {}, "c++17", 90);
   EXPECT_EQ(frontend_parse_count(), n + 1) << "the record was replaced";
 }
 
@@ -251,7 +271,7 @@ TEST_F(ReadingTest, ForeignReflectionRecordIsRefused) {
 // replaced; it never blocks the source.
 TEST_F(ReadingTest, UndecodableRecordIsReadAgainAndReplaced) {
   const std::string src = "__global__ void k(float* o, int n) {}\n";
-  const Program first(src, "kernel.cu", {}, "c++17", 90);
+  const auto first = read_program(src, "kernel.cu", {}, "c++17", 90);
   const auto files = files_with(cache_, ".cjr");
   ASSERT_EQ(files.size(), 1u);
   const std::string name = files[0].substr(files[0].rfind('/') + 1);
@@ -274,17 +294,17 @@ TEST_F(ReadingTest, UndecodableRecordIsReadAgainAndReplaced) {
       {"a huge kernel count", record_with("26:torch_cudajit reflection 18:50000000")},
       {"a count that is no number", record_with("26:torch_cudajit reflection 12:-1")},
       {"a count past 2^64", record_with("26:torch_cudajit reflection 120:18446744073709551616")},
-      {"another key", encode_reflection_record(std::string(64, 'a'), digest, first.kernels())},
-      {"another source", encode_reflection_record(key, std::string(64, 'b'), first.kernels())},
+      {"another key", encode_reflection_record(std::string(64, 'a'), digest, first->kernels())},
+      {"another source", encode_reflection_record(key, std::string(64, 'b'), first->kernels())},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     DiskCache::instance().store_reflection(key, c.payload);
     const uint64_t n = frontend_parse_count();
-    const Program again(src, "kernel.cu", {}, "c++17", 90);
+    const auto again = read_program(src, "kernel.cu", {}, "c++17", 90);
     EXPECT_EQ(frontend_parse_count(), n + 1);
-    EXPECT_EQ(again.reflection(), first.reflection());
-    const Program third(src, "kernel.cu", {}, "c++17", 90);
+    EXPECT_EQ(again->reflection(), first->reflection());
+    const auto third = read_program(src, "kernel.cu", {}, "c++17", 90);
     EXPECT_EQ(frontend_parse_count(), n + 1) << "the record was replaced";
   }
 }
@@ -294,11 +314,11 @@ TEST_F(ReadingTest, UndecodableRecordIsReadAgainAndReplaced) {
 TEST_F(ReadingTest, NoCacheTouchesNoRecord) {
   const std::string src = "__global__ void k(float* o) {}\n// no cache\n";
   const uint64_t n = frontend_parse_count();
-  const Program first(src, "kernel.cu", {}, "c++17", 90, /*use_cache=*/false);
-  const Program second(src, "kernel.cu", {}, "c++17", 90, /*use_cache=*/false);
+  const auto first = read_program(src, "kernel.cu", {}, "c++17", 90, /*use_cache=*/false);
+  const auto second = read_program(src, "kernel.cu", {}, "c++17", 90, /*use_cache=*/false);
   EXPECT_EQ(frontend_parse_count(), n + 2);
   EXPECT_TRUE(files_with(cache_, "").empty());
-  EXPECT_FALSE(second.use_cache());
+  EXPECT_FALSE(program_uses_cache(*second));
 }
 
 // Headers that resolve to something other than a regular file are refused before Clang opens
@@ -320,7 +340,7 @@ TEST_F(ReadingTest, SpecialFilesAsHeadersAreRefused) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     const std::string msg =
-        expect_throws<c10::ValueError>([&] { Program(c.source, "kernel.cu", {}, "c++17", 90); });
+        expect_throws<c10::ValueError>([&] { read_program(c.source, "kernel.cu", {}, "c++17", 90); });
     CJ_EXPECT_CONTAINS(msg, c.expected);
   }
 }
@@ -334,8 +354,8 @@ TEST_F(ReadingTest, DeeplyNestedDeclarationsAreRead) {
     for (int i = 0; i < depth; ++i) type = "W<" + type + ">";
     const std::string src = "template <class T> struct W {};\n__global__ void k(" + type +
                             " w, float* o) {}\n";
-    const Program p(src, "kernel.cu", {}, "c++17", 90, /*use_cache=*/false);
-    EXPECT_EQ(p.kernel("k").params.size(), 2u);
+    const auto p = read_program(src, "kernel.cu", {}, "c++17", 90, /*use_cache=*/false);
+    EXPECT_EQ(p->kernel("k").params.size(), 2u);
   }
 }
 

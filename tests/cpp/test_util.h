@@ -5,6 +5,7 @@
 #include "cuda_api.h"
 #include "kernel_runtime.h"
 #include "program.h"
+#include "reading.h"
 #include "specialization.h"
 
 #include <ATen/ATen.h>
@@ -139,7 +140,7 @@ inline std::shared_ptr<KernelRuntime> make_runtime(const std::string& source,
                                                    const std::string& name,
                                                    KernelOptions options = {}) {
   return std::make_shared<KernelRuntime>(std::make_shared<const KernelDefinition>(
-      std::make_shared<const Program>(source), name, std::move(options)));
+      read_program(source), name, std::move(options)));
 }
 
 /// The first line of a compiler log that reports an error (for short messages).

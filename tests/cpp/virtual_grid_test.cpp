@@ -150,11 +150,11 @@ TEST(VirtualGridTest, RefusalNamesWhatTheKernelUses) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const Program program(c.source);
+    const auto program = read_program(c.source);
     CompileOptions options = options_for(kArch);
     options.extra = c.extra;
     options.debug = c.debug;
-    const std::string why = virtual_grid_refusal(program, "k", options);
+    const std::string why = virtual_grid_refusal(*program, "k", options);
     if (c.expected.empty())
       EXPECT_EQ(why, "");
     else
@@ -163,16 +163,16 @@ TEST(VirtualGridTest, RefusalNamesWhatTheKernelUses) {
 }
 
 TEST(VirtualGridTest, LinkedFilesAreRefused) {
-  const Program program("__global__ void k(float* out) { out[0] = 1; }\n");
+  const auto program = read_program("__global__ void k(float* out) { out[0] = 1; }\n");
   CompileOptions options = options_for(kArch);
   options.link = {"helpers.cu"};
-  CJ_EXPECT_CONTAINS(virtual_grid_refusal(program, "k", options), "linked");
+  CJ_EXPECT_CONTAINS(virtual_grid_refusal(*program, "k", options), "linked");
 }
 
 TEST(VirtualGridTest, CompanionsAreTensorsBoundToPointersArraysAndAuto) {
-  const Program program(
+  const auto program = read_program(
       "__global__ void k(cj::Array<float, 1> a, const float* p, float s, auto any, int n) {}\n");
-  const KernelDecl& d = program.kernel("k");
+  const KernelDecl& d = program->kernel("k");
   const ArgSig tensor = aligned_sig(TypeCode::kFloat, 1);
   struct Case {
     size_t param;
@@ -194,11 +194,11 @@ TEST(VirtualGridTest, CompanionsAreTensorsBoundToPointersArraysAndAuto) {
 }
 
 TEST(VirtualGridTest, GenerateWrapsTheSourceAndNamesTheWrapper) {
-  const Program program(kReadme);
+  const auto program = read_program(kReadme);
   const SpecKey key = readme_key(TypeCode::kFloat);
-  const GeneratedSource plain = program.generate({{"axpy", key, ""}});
-  const GeneratedSource virt = program.generate({{"axpy", key, "", 4}});
-  const std::string tag = instantiation_tag(program.kernel("axpy"), key);
+  const GeneratedSource plain = program->generate({{"axpy", key, ""}});
+  const GeneratedSource virt = program->generate({{"axpy", key, "", virtual_grid_wrapping(4)}});
+  const std::string tag = instantiation_tag(program->kernel("axpy"), key);
   EXPECT_EQ(count_of(plain.text, "CJ_VIRTUAL_GRID"), 0u);
   CJ_EXPECT_CONTAINS(virt.text, "#define CJ_VIRTUAL_GRID 1\n#include <cj/cj.cuh>\n");
   CJ_EXPECT_CONTAINS(virt.text, "#define blockIdx (::cj::detail::virtual_block_idx())");
@@ -222,7 +222,9 @@ TEST(VirtualGridTest, GenerateWrapsTheSourceAndNamesTheWrapper) {
   EXPECT_EQ(virt.instantiations[0].kernel_expression, virtual_grid_name(tag));
   // The probes are the instantiation's own.
   EXPECT_EQ(virt.instantiations[0].probe_expressions, plain.instantiations[0].probe_expressions);
-  expect_throws<c10::Error>([&] { program.generate({{"axpy", key, ""}, {"axpy", key, "", 4}}); });
+  expect_throws<c10::Error>([&] {
+    program->generate({{"axpy", key, ""}, {"axpy", key, "", virtual_grid_wrapping(4)}});
+  });
 }
 
 // Kernels as nvcc projects write them, each compiled on a virtual grid for sm_90: the wrapper is
@@ -271,16 +273,17 @@ TEST(VirtualGridTest, KernelsCompileOnAVirtualGridWithRestrictLoads) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const Program program(c.source, "kernel.cu", {}, c.std);
+    const auto program = read_program(c.source, "kernel.cu", {}, c.std);
     CompileOptions options = options_for(kArch);
     options.std = c.std;
-    EXPECT_EQ(virtual_grid_refusal(program, c.kernel, options), "");
-    const InstantiationRequest request{c.kernel, c.key, c.template_args, virtual_blocks_for(c.key)};
-    const CompiledProgram virt = program.compile({request}, options);
+    EXPECT_EQ(virtual_grid_refusal(*program, c.kernel, options), "");
+    const InstantiationRequest request{c.kernel, c.key, c.template_args,
+                                       virtual_grid_wrapping(virtual_blocks_for(c.key))};
+    const CompiledProgram virt = program->compile({request}, options);
     InstantiationRequest plain_request = request;
-    plain_request.virtual_blocks = 0;
-    const CompiledProgram plain = program.compile({plain_request}, options);
-    const std::string tag = instantiation_tag(program.kernel(c.kernel), c.key);
+    plain_request.wrapping = nullptr;
+    const CompiledProgram plain = program->compile({plain_request}, options);
+    const std::string tag = instantiation_tag(program->kernel(c.kernel), c.key);
     EXPECT_EQ(virt.lowered_names[0], virtual_grid_name(tag));
     CJ_EXPECT_CONTAINS(virt.ptx, ".entry " + virtual_grid_name(tag) + "(");
     EXPECT_GT(count_of(virt.ptx, "ld.global.nc"), 0u);
@@ -311,11 +314,12 @@ TEST(VirtualGridTest, KernelsCompileOnAVirtualGridWithRestrictLoads) {
 // Bulk prefetch is new in compute capability 9.0: an earlier target's variant has none, and
 // compiles.
 TEST(VirtualGridTest, VariantBeforeSm90HasNoBulkPrefetch) {
-  const Program program(kReadme);
+  const auto program = read_program(kReadme);
   const SpecKey key = make_spec_key(80, {aligned_sig(TypeCode::kBFloat16, 1),
                                          aligned_sig(TypeCode::kBFloat16, 1),
                                          aligned_sig(TypeCode::kBFloat16, 1), number_sig(ArgKind::kFloat)});
-  const CompiledProgram virt = program.compile({{"axpy", key, "", 4}}, options_for(80));
+  const CompiledProgram virt =
+      program->compile({{"axpy", key, "", virtual_grid_wrapping(4)}}, options_for(80));
   EXPECT_GT(count_of(virt.ptx, "ld.global.nc"), 0u);
   EXPECT_EQ(count_of(virt.ptx, "cp.async.bulk"), 0u);
 }

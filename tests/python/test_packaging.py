@@ -4,6 +4,7 @@ tree that was never built. (CI also builds an sdist and a wheel and installs eac
 scripts/package_check.sh.)"""
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -96,3 +97,65 @@ def test_import_pulls_in_no_symbolic_shapes():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def _code_facts():
+    spec = importlib.util.spec_from_file_location(
+        "code_facts", os.path.join(REPO, "scripts", "code_facts.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_core_modules_include_no_cycle_and_classes_live_in_one_file(tmp_path):
+    """Every module of the C++ core (a csrc/ header with its .cpp) builds on the ones it
+    includes and never the other way, and no class has its methods in more than one .cpp:
+    scripts/code_facts.py --check."""
+    script = os.path.join(REPO, "scripts", "code_facts.py")
+    out = subprocess.run([sys.executable, script, "--check"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    # The check itself finds a cycle through a .cpp (a.cpp -> b.h -> c.h -> a.h) and a class
+    # split over two files.
+    (tmp_path / "a.h").write_text('#include "b.h"\n#include <vector>\n')
+    (tmp_path / "a.cpp").write_text('#include "a.h"\n#  include "c.h"\nvoid Thing::run() {}\n')
+    (tmp_path / "b.cpp").write_text('int Thing::size() const { return 0; }\n')
+    (tmp_path / "b.h").write_text("")
+    (tmp_path / "c.h").write_text('#include "a.h"\n#include "d.h"\n')
+    (tmp_path / "d.h").write_text("")
+    facts = _code_facts()
+    assert facts.cycles(facts.include_graph(str(tmp_path))) == [["a", "c", "a"]]
+    assert facts.split_classes(str(tmp_path)) == {"Thing": ["a.cpp", "b.cpp"]}
+    out = subprocess.run([sys.executable, script, "--check", str(tmp_path)], capture_output=True,
+                         text=True)
+    assert out.returncode == 1 and "a -> c -> a" in out.stdout and "Thing (a.cpp, b.cpp)" in out.stdout
+
+
+def test_program_includes_no_layer_built_on_it():
+    """The NVRTC stage (csrc/program.*) builds on the reflection alone: the reading layer, the
+    disk cache and forall's virtual grid build on it, never the other way."""
+    pattern = _code_facts().INCLUDE
+    above = {"cache.h", "cache_key.h", "compile_cache.h", "reading.h", "dependencies.h",
+             "virtual_grid.h"}
+    for name in ("program.h", "program.cpp"):
+        included = {os.path.basename(i) for i in pattern.findall(_read(REPO, "csrc", name))}
+        assert not included & above, (name, sorted(included & above))
+
+
+def test_public_headers_are_the_api_and_what_it_includes():
+    """csrc/public_headers.txt, the headers installed for LibTorch programs, is kernel.h and
+    ops/kernel_object.h with every csrc header they include: nothing they need is missing, and no
+    internal header is installed."""
+    listed = [line.strip() for line in _read(REPO, "csrc", "public_headers.txt").splitlines()
+              if line.strip() and not line.startswith("#")]
+    pattern = _code_facts().INCLUDE
+    reached, todo = set(), ["kernel.h", "ops/kernel_object.h"]
+    while todo:
+        header = todo.pop()
+        if header in reached:
+            continue
+        reached.add(header)
+        here = os.path.dirname(header)
+        todo += [os.path.normpath(os.path.join(here, inc))
+                 for inc in pattern.findall(_read(REPO, "csrc", header))]
+    assert sorted(listed) == sorted(reached)
+    assert listed[:2] == ["kernel.h", "ops/kernel_object.h"]
