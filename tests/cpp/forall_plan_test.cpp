@@ -173,7 +173,8 @@ TEST(ForallPlanTest, PlaceVirtual) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const Specialization& v = *variant(c.arch);
+    const auto held = variant(c.arch);
+    const Specialization& v = *held;
     const Arg args[] = {tensor_arg(in), tensor_arg(out), tensor_arg(c.other)};
     const ForallPlanner planner(TaskLoop::kOnePerThread, kH200);
     LaunchPlan plan = planner.plain(v.key, forall(tasks), 512);
@@ -220,7 +221,8 @@ TEST(ForallPlanTest, WrittenRangesDisjoint) {
 }
 
 TEST(ForallPlanTest, UnknownExtentsAreNotDisjoint) {
-  const Specialization& v = *variant(90);
+  const auto held = variant(90);
+  const Specialization& v = *held;
   at::Tensor a = at::randn({16}).to(at::kHalf), b = at::randn({16});
   Arg address;
   address.kind = ArgKind::kAddress;

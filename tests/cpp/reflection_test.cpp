@@ -2,6 +2,7 @@
 // kinds, names, constness, cj::Array element/rank/layout, templates, extern "C", attributes,
 // masking of comments and strings, redeclarations, overloads and the layout rewrite.
 #include "reflection.h"
+#include "tokens.h"
 
 #include "test_util.h"
 
