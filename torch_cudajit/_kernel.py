@@ -208,19 +208,6 @@ def _rebuild_from_state(version, state, extensions, compiled):
                           compiled)
 
 
-def _rebuild_kernel(version, source, filename, name, options, extensions, compiled, reflection=None):
-    """Pickles written before kernels pickled their definition's state."""
-    try:
-        program = _C.Program.from_reflection(source, filename, reflection)
-    except (TypeError, ValueError):  # pickled before the reflection was kept, or not for this source
-        program = _C.Program(source, filename, list(options["options"]), options["std"])
-    definition = _C.KernelDefinition(
-        program, name, list(options["options"]), options["std"], options["debug"],
-        options["lineinfo"], options["template_args"], options.get("cache", True),
-        list(options.get("link", ())), options.get("cooperative"))
-    return _adopt_pickled(Kernel(definition, extensions), version, compiled)
-
-
 def _adopt_pickled(kernel, version, compiled):
     if version == _PICKLE_VERSION:
         for key, data, digest in compiled:
