@@ -1,5 +1,6 @@
-// torch_cudajit: loading libnvrtc and libcuda at run time, and turning their error codes into
-// exceptions that name the API and say what to do next.
+// torch_cudajit: opening libnvrtc, libnvJitLink and libcuda at run time, finding their entry
+// points one by one, and turning their error codes into exceptions that name the API and say
+// what to do next.
 #include "cuda_api.h"
 
 #include <c10/util/Exception.h>
@@ -7,10 +8,10 @@
 #include <sys/stat.h>
 
 #include <climits>
-#include <initializer_list>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <mutex>
-#include <sstream>
 
 namespace torch_cudajit {
 namespace detail {
@@ -65,6 +66,10 @@ std::vector<std::string> nvrtc_candidates() {
   return library_candidates({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"});
 }
 
+std::vector<std::string> nvjitlink_candidates() {
+  return library_candidates({"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so"});
+}
+
 // dlopens the first candidate that loads; `path` receives it, `tried` the ones that did not.
 void* open_first(const std::vector<std::string>& candidates, std::string& path, std::string& tried) {
   for (const auto& c : candidates) {
@@ -77,110 +82,167 @@ void* open_first(const std::vector<std::string>& candidates, std::string& path, 
   return nullptr;
 }
 
-NvrtcApi load_nvrtc() {
-  NvrtcApi t;
-  std::string tried;
-  void* handle = open_first(nvrtc_candidates(), t.library_path, tried);
-  TORCH_CHECK(handle != nullptr,
-              "torch_cudajit: could not load NVRTC (libnvrtc.so). Tried:", tried,
-              "\nInstall the CUDA toolkit or the nvidia-cuda-nvrtc wheel, or set CUDA_HOME.");
-#define CJ_LOAD_NVRTC(name)                                                               \
-  t.name = reinterpret_cast<decltype(t.name)>(dlsym(handle, #name));                      \
-  TORCH_CHECK(t.name != nullptr, "torch_cudajit: ", t.library_path, " has no symbol " #name \
-              "; NVRTC 12.0 or newer is required.");
-  CJ_NVRTC_FUNCTIONS(CJ_LOAD_NVRTC)
-#undef CJ_LOAD_NVRTC
-  return t;
-}
+// NVRTC or nvJitLink: the first of library_candidates that opens, on first use; an entry point
+// is found under its plain name or, first, under the versioned names the library exports
+// (__<name><suffix>).
+class ToolkitLibrary final : public Library {
+ public:
+  // `what` names the library ("NVRTC (libnvrtc.so)"), `needed_by` says what needs it (", which
+  // link=[...] needs" or ""), `install` what provides it ("the nvidia-cuda-nvrtc wheel").
+  ToolkitLibrary(std::vector<std::string> (*candidates)(), const char* what, const char* needed_by,
+                 const char* install, std::vector<std::string> suffixes)
+      : candidates_(candidates), what_(what), needed_by_(needed_by), install_(install),
+        suffixes_(std::move(suffixes)) {}
 
-std::vector<std::string> nvjitlink_candidates() {
-  return library_candidates({"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so"});
-}
-
-NvJitLinkApi load_nvjitlink() {
-  NvJitLinkApi t;
-  std::string tried;
-  void* handle = open_first(nvjitlink_candidates(), t.library_path, tried);
-  TORCH_CHECK(handle != nullptr,
-              "torch_cudajit: could not load nvJitLink (libnvJitLink.so), which link=[...] needs. "
-              "Tried:", tried,
-              "\nInstall the CUDA toolkit or the nvidia-nvjitlink wheel, or set CUDA_HOME.");
-  // The exported names carry the library's version: __nvJitLinkCreate_13_0.
-  auto find = [&](const char* name) -> void* {
-    for (const char* suffix : {"_13_0", "_12_0"}) {
-      std::string versioned = std::string("__") + name + suffix;
-      if (void* p = dlsym(handle, versioned.c_str())) return p;
+  const std::string& file() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (handle_ == nullptr) {
+      std::string tried;
+      handle_ = open_first(candidates_(), path_, tried);
+      TORCH_CHECK(handle_ != nullptr, "torch_cudajit: could not load ", what_, needed_by_,
+                  ". Tried:", tried, "\nInstall the CUDA toolkit or ", install_,
+                  ", or set CUDA_HOME.");
     }
-    return dlsym(handle, name);
-  };
-#define CJ_LOAD_LINK(name)                                                                \
-  t.name = reinterpret_cast<decltype(t.name)>(find(#name));                               \
-  TORCH_CHECK(t.name != nullptr, "torch_cudajit: ", t.library_path, " has no entry point " #name \
-              "; nvJitLink 12.0 or newer is required.");
-  CJ_NVJITLINK_FUNCTIONS(CJ_LOAD_LINK)
-#undef CJ_LOAD_LINK
-  return t;
-}
+    return path_;
+  }
 
-struct DriverState {
-  DriverApi api;
-  std::string error;  // empty when the driver loaded and initialized
+  void* find(const char* name) const noexcept override {
+    if (handle_ == nullptr) return nullptr;  // not opened (file() is called first)
+    for (const std::string& suffix : suffixes_) {
+      const std::string versioned = std::string("__") + name + suffix;
+      if (void* p = dlsym(handle_, versioned.c_str())) return p;
+    }
+    return dlsym(handle_, name);
+  }
+
+  std::string advice() const override {
+    return std::string("this feature needs a newer ") + what_ + ": install CUDA 12.0 or newer (the "
+           "CUDA toolkit or " + install_ + "), or set CUDA_HOME to a newer toolkit.";
+  }
+
+ private:
+  std::vector<std::string> (*candidates_)();
+  const char* what_;
+  const char* needed_by_;
+  const char* install_;
+  std::vector<std::string> suffixes_;
+  mutable std::mutex mutex_;
+  mutable void* handle_ = nullptr;
+  mutable std::string path_;
 };
 
-DriverState load_driver() {
-  DriverState s;
-  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (!handle) handle = dlopen("libcuda.so", RTLD_NOW | RTLD_GLOBAL);
-  if (!handle) {
-    s.error = "no CUDA driver (libcuda.so.1) could be loaded on this machine";
-    return s;
+// The CUDA driver (libcuda.so.1). Entry points come from cuGetProcAddress_v2, asked for at our
+// headers' version first, then at 12.4 and 12.0 for older drivers.
+class DriverLibrary final : public Library {
+ public:
+  // Why the driver cannot be opened ("" when it can); opens it on the first call.
+  const std::string& problem() const {
+    std::call_once(once_, [this] { open(); });
+    return problem_;
   }
-  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-  auto get_proc = reinterpret_cast<GetProc>(dlsym(handle, "cuGetProcAddress_v2"));
-  if (!get_proc) {
-    s.error = "the CUDA driver is older than CUDA 12.0 (no cuGetProcAddress_v2); update the driver";
-    return s;
+
+  const std::string& file() const override {
+    TORCH_CHECK(problem().empty(), "torch_cudajit: ", problem(), ".");
+    return path_;
   }
-  // Ask for each entry point at our headers' version first, then at 12.0 for older drivers.
-  auto resolve = [&](const char* name, void** out) {
+
+  void* find(const char* name) const noexcept override {
+    if (get_proc_ == nullptr) return nullptr;  // not opened (file() is called first)
+    // cuCtxGetDevice is called in its CUDA 12.0 form: its newer versions take other arguments.
+    const bool pinned_to_12_0 = std::strcmp(name, "cuCtxGetDevice") == 0;
     for (int version : {CUDA_VERSION, 12040, 12000}) {
+      if (pinned_to_12_0 && version != 12000) continue;
+      void* out = nullptr;
       CUdriverProcAddressQueryResult status;
-      if (get_proc(name, out, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
-          *out != nullptr)
-        return true;
+      if (get_proc_(name, &out, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
+          out != nullptr)
+        return out;
     }
-    return false;
-  };
-  // An entry point this driver lacks stays null: only a call of it fails (CJ_CHECK says which),
-  // so a driver older than some feature still runs everything else.
-#define CJ_LOAD_DRIVER(name) resolve(#name, reinterpret_cast<void**>(&s.api.name));
-  CJ_DRIVER_FUNCTIONS(CJ_LOAD_DRIVER)
-#undef CJ_LOAD_DRIVER
-  {
-    CUdriverProcAddressQueryResult status;
-    if (get_proc("cuCtxGetDevice", reinterpret_cast<void**>(&s.api.cuCtxGetDevice), 12000,
-                 CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS)
-      s.api.cuCtxGetDevice = nullptr;
+    return nullptr;
   }
-  if (s.api.cuInit == nullptr || s.api.cuGetErrorName == nullptr) {
-    s.error = "the CUDA driver has no cuInit or cuGetErrorName entry point; update the driver";
-    return s;
+
+  std::string advice() const override {
+    int version = 0;
+    if (!problem().empty()) return problem() + ".";
+    if (auto get = reinterpret_cast<CUresult (*)(int*)>(find("cuDriverGetVersion"))) get(&version);
+    return "the CUDA driver (" + std::to_string(version / 1000) + "." +
+           std::to_string(version % 1000 / 10) + ") is older than this feature needs; update "
+           "the driver.";
   }
-  CUresult r = s.api.cuInit(0);
-  if (r != CUDA_SUCCESS) {
-    const char* name = "?";
-    s.api.cuGetErrorName(r, &name);
-    s.error = std::string("cuInit failed with ") + name + " (is there a GPU on this machine?)";
+
+ private:
+  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult*);
+
+  void open() const {
+    void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!handle) handle = dlopen("libcuda.so", RTLD_NOW | RTLD_GLOBAL);
+    if (!handle) {
+      problem_ = "no CUDA driver (libcuda.so.1) could be loaded on this machine";
+      return;
+    }
+    get_proc_ = reinterpret_cast<GetProc>(dlsym(handle, "cuGetProcAddress_v2"));
+    if (!get_proc_) {
+      problem_ = "the CUDA driver is older than CUDA 12.0 (no cuGetProcAddress_v2); update the "
+                 "driver";
+      return;
+    }
+    Dl_info info;
+    const bool named = dladdr(reinterpret_cast<void*>(get_proc_), &info) && info.dli_fname;
+    path_ = named ? info.dli_fname : "libcuda.so.1";
   }
-  return s;
+
+  mutable std::once_flag once_;
+  mutable std::string problem_, path_;
+  mutable GetProc get_proc_ = nullptr;
+};
+
+const DriverLibrary& the_driver_library() {
+  static const DriverLibrary library;
+  return library;
 }
 
-const DriverState& driver_state() {
-  static const DriverState state = load_driver();
-  return state;
+const DriverApi& driver_table() {
+  static const DriverApi table(the_driver_library());
+  return table;
+}
+
+// Opens the driver and calls cuInit: why kernels cannot be launched, "" when they can.
+std::string initialize_driver() {
+  const std::string& problem = the_driver_library().problem();
+  if (!problem.empty()) return problem;
+  const DriverApi& d = driver_table();
+  if (!d.cuInit.available() || !d.cuGetErrorName.available())
+    return "the CUDA driver has no cuInit or cuGetErrorName entry point; update the driver";
+  const CUresult r = d.cuInit(0);
+  if (r == CUDA_SUCCESS) return "";
+  const char* name = "?";
+  d.cuGetErrorName(r, &name);
+  return std::string("cuInit failed with ") + name + " (is there a GPU on this machine?)";
+}
+
+const std::string& driver_problem() {
+  static const std::string problem = initialize_driver();
+  return problem;
 }
 
 }  // namespace
+
+const Library& nvrtc_library() {
+  static const ToolkitLibrary library(nvrtc_candidates, "NVRTC (libnvrtc.so)", "",
+                                      "the nvidia-cuda-nvrtc wheel", {});
+  return library;
+}
+
+const Library& nvjitlink_library() {
+  // The exported names carry the library's version: __nvJitLinkCreate_13_0.
+  static const ToolkitLibrary library(nvjitlink_candidates, "nvJitLink (libnvJitLink.so)",
+                                      ", which link=[...] needs", "the nvidia-nvjitlink wheel",
+                                      {"_13_0", "_12_0"});
+  return library;
+}
+
+const Library& driver_library() { return the_driver_library(); }
 
 void add_library_search_path(const std::string& dir) {
   std::lock_guard<std::mutex> lock(search_path_mutex());
@@ -188,48 +250,49 @@ void add_library_search_path(const std::string& dir) {
 }
 
 const NvrtcApi& nvrtc() {
-  static const NvrtcApi table = load_nvrtc();
+  static const NvrtcApi table(nvrtc_library());
   return table;
 }
 
 const NvJitLinkApi& nvjitlink() {
-  static const NvJitLinkApi table = load_nvjitlink();
+  static const NvJitLinkApi table(nvjitlink_library());
   return table;
 }
 
 const DriverApi& driver() {
-  const DriverState& s = driver_state();
-  TORCH_CHECK(s.error.empty(), "torch_cudajit: cannot launch kernels: ", s.error,
+  const std::string& problem = driver_problem();
+  TORCH_CHECK(problem.empty(), "torch_cudajit: cannot launch kernels: ", problem,
               ". Compiling to PTX/CUBIN (kernel.compile(..., arch=...)) works without a GPU.");
-  return s.api;
+  return driver_table();
 }
 
-bool driver_available() { return driver_state().error.empty(); }
+bool driver_available() { return driver_problem().empty(); }
 
 int current_context_arch() {
   void* loaded = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (loaded == nullptr) return 0;
   dlclose(loaded);
-  const DriverState& s = driver_state();
+  if (!driver_available()) return 0;
+  const DriverApi& d = driver_table();
+  if (!d.cuCtxGetCurrent.available() || !d.cuCtxGetDevice.available() ||
+      !d.cuDeviceGetAttribute.available())
+    return 0;
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
   int major = 0, minor = 0;
-  if (!s.error.empty() || s.api.cuCtxGetCurrent == nullptr || s.api.cuCtxGetDevice == nullptr ||
-      s.api.cuDeviceGetAttribute == nullptr || s.api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
-      ctx == nullptr || s.api.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
-      s.api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) !=
+  if (d.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr ||
+      d.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) !=
           CUDA_SUCCESS ||
-      s.api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) !=
+      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) !=
           CUDA_SUCCESS)
     return 0;
   return major * 10 + minor;
 }
 
-void throw_missing_entry_point(const char* name) {
-  int version = 0;
-  driver().cuDriverGetVersion(&version);
-  TORCH_CHECK(false, "torch_cudajit: the CUDA driver (", version / 1000, ".", version % 1000 / 10,
-              ") has no entry point ", name, ", which this feature needs; update the driver.");
+void throw_missing_entry_point(const Library& library, const char* name) {
+  TORCH_CHECK(false, "torch_cudajit: ", library.file(), " has no entry point ", name, "; ",
+              library.advice());
 }
 
 namespace {
@@ -240,7 +303,7 @@ std::string real_path(const std::string& p) {
 }  // namespace
 
 std::string nvrtc_library_file() {
-  // load_nvrtc takes the first candidate dlopen accepts. Absolute candidates before the first
+  // nvrtc() opens the first candidate dlopen accepts. Absolute candidates before the first
   // bare soname can be checked with stat; past that only the dynamic linker knows.
   static const std::string file = []() -> std::string {
     for (const auto& c : nvrtc_candidates()) {
@@ -249,7 +312,7 @@ std::string nvrtc_library_file() {
       if (stat(c.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return real_path(c);
     }
     Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(nvrtc().nvrtcVersion), &info) && info.dli_fname)
+    if (dladdr(reinterpret_cast<void*>(nvrtc().nvrtcVersion.get()), &info) && info.dli_fname)
       return real_path(info.dli_fname);
     return nvrtc().library_path;
   }();
@@ -284,9 +347,10 @@ std::vector<int> nvrtc_supported_archs() {
 void throw_api_error(const char* api, CUresult result, const char* file, int line) {
   const char* name = "unknown error";
   const char* text = "";
-  if (driver_state().error.empty()) {
-    driver_state().api.cuGetErrorName(result, &name);
-    driver_state().api.cuGetErrorString(result, &text);
+  if (driver_available()) {
+    const DriverApi& d = driver_table();
+    d.cuGetErrorName(result, &name);  // initialize_driver checked that it exists
+    if (d.cuGetErrorString.available()) d.cuGetErrorString(result, &text);
   }
   TORCH_CHECK(false, "torch_cudajit: ", api, " failed with ", name, " (", text, ", code ",
               static_cast<int>(result), ") at ", file, ":", line);

@@ -1,17 +1,21 @@
-// torch_cudajit: lazily loaded NVRTC and CUDA driver entry points, and CJ_CHECK, the one macro
-// that wraps every NVRTC and driver call. Nothing here needs a GPU or links against CUDA:
-// libnvrtc and libcuda are opened on first use, so the library imports on any machine.
+// torch_cudajit: NVRTC, nvJitLink and CUDA driver entry points, each resolved on its first call,
+// and CJ_CHECK, the one macro that wraps every NVRTC, nvJitLink and driver call. Nothing here
+// needs a GPU or links against CUDA: the libraries are opened on first use, so the library
+// imports on any machine, and a library that lacks an entry point fails only the calls of it.
 #pragma once
 
 #include <cuda.h>
 #include <nvJitLink.h>
 #include <nvrtc.h>
 
+#include <atomic>
+#include <cstddef>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
-// X-macro lists of the entry points we use. Adding one here makes it callable through CJ_CHECK.
+// X-macro lists of the entry points we call. Adding one here makes it callable through CJ_CHECK.
 #define CJ_NVRTC_FUNCTIONS(X)      \
   X(nvrtcVersion)                  \
   X(nvrtcGetErrorString)           \
@@ -37,14 +41,11 @@
   X(nvJitLinkCreate)              \
   X(nvJitLinkDestroy)             \
   X(nvJitLinkAddData)             \
-  X(nvJitLinkAddFile)             \
   X(nvJitLinkComplete)            \
   X(nvJitLinkGetLinkedCubinSize)  \
   X(nvJitLinkGetLinkedCubin)      \
   X(nvJitLinkGetErrorLogSize)     \
-  X(nvJitLinkGetErrorLog)         \
-  X(nvJitLinkGetInfoLogSize)      \
-  X(nvJitLinkGetInfoLog)
+  X(nvJitLinkGetErrorLog)
 
 #define CJ_DRIVER_FUNCTIONS(X)                    \
   X(cuInit)                                       \
@@ -52,7 +53,6 @@
   X(cuGetErrorName)                               \
   X(cuGetErrorString)                             \
   X(cuDeviceGet)                                  \
-  X(cuDeviceGetCount)                             \
   X(cuDeviceGetAttribute)                         \
   X(cuDevicePrimaryCtxRetain)                     \
   X(cuCtxGetCurrent)                              \
@@ -70,7 +70,6 @@
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
   X(cuLibraryGetGlobal)                           \
   X(cuMemcpyDtoH)                                 \
-  X(cuMemcpyHtoD)                                 \
   X(cuMemsetD8Async)                              \
   X(cuMemHostGetDevicePointer)                    \
   X(cuStreamSynchronize)                          \
@@ -80,35 +79,121 @@
 namespace torch_cudajit {
 namespace detail {
 
-/// Function-pointer table for NVRTC, filled from libnvrtc on first use.
+/// A shared library whose entry points are looked up one by one (NVRTC, nvJitLink, the CUDA
+/// driver). Implementations open the library on first use.
+class Library {
+ public:
+  virtual ~Library() = default;
+  /// The file the library was opened from, opening it on the first call; throws c10::Error,
+  /// saying where it looked and what to install, when it cannot be opened.
+  virtual const std::string& file() const = 0;
+  /// The address of entry point `name`, or nullptr when the library lacks it. Only called
+  /// after file() succeeded.
+  virtual void* find(const char* name) const noexcept = 0;
+  /// What to do about an entry point this library lacks (a sentence), for messages.
+  virtual std::string advice() const = 0;
+};
+
+/// Throws c10::Error for an entry point `library` lacks: the symbol, the library's file and
+/// what to do.
+[[noreturn]] void throw_missing_entry_point(const Library& library, const char* name);
+
+template <class Fn>
+class EntryPoint;
+
+/// One entry point of a Library, resolved on its first call and remembered: a library that lacks
+/// it fails the calls of this entry point only, with an error naming it and the library.
+template <class R, class... A>
+class EntryPoint<R (*)(A...)> {
+ public:
+  using Function = R (*)(A...);
+
+  EntryPoint(const Library& library, const char* name) : library_(&library), name_(name) {}
+  EntryPoint(const EntryPoint&) = delete;
+  EntryPoint& operator=(const EntryPoint&) = delete;
+
+  /// Calls the entry point; throws c10::Error (throw_missing_entry_point) when the library
+  /// lacks it, or the library's error when it cannot be opened.
+  R operator()(A... args) const { return get()(args...); }
+  /// The function; throws as operator() does.
+  Function get() const {
+    Function f = address();
+    if (f == nullptr) throw_missing_entry_point(*library_, name_);
+    return f;
+  }
+  /// Whether the library has this entry point: the check before using an optional one.
+  /// Throws only when the library cannot be opened.
+  bool available() const { return address() != nullptr; }
+  const char* name() const { return name_; }
+
+  // `entry == nullptr` reads as "the library lacks it", as for a plain function pointer.
+  friend bool operator==(const EntryPoint& e, std::nullptr_t) { return !e.available(); }
+  friend bool operator!=(const EntryPoint& e, std::nullptr_t) { return e.available(); }
+
+ private:
+  Function address() const {
+    if (!resolved_.load(std::memory_order_acquire)) {
+      library_->file();  // opens the library, or throws: never inside call_once
+      std::call_once(once_, [this] {
+        function_ = reinterpret_cast<Function>(library_->find(name_));
+        resolved_.store(true, std::memory_order_release);
+      });
+    }
+    return function_;
+  }
+
+  const Library* library_;
+  const char* name_;
+  mutable std::once_flag once_;
+  mutable std::atomic<bool> resolved_{false};
+  mutable Function function_ = nullptr;
+};
+
+#define CJ_DECLARE_ENTRY_POINT(name) EntryPoint<decltype(&::name)> name;
+#define CJ_INIT_ENTRY_POINT(name) name(library, #name),
+
+/// NVRTC's entry points. Constructing the table opens the library; entry points are resolved
+/// when first called.
 struct NvrtcApi {
-#define CJ_DECLARE_POINTER(name) decltype(&::name) name = nullptr;
-  CJ_NVRTC_FUNCTIONS(CJ_DECLARE_POINTER)
+  explicit NvrtcApi(const Library& library)
+      : CJ_NVRTC_FUNCTIONS(CJ_INIT_ENTRY_POINT) library_path(library.file()) {}
+  CJ_NVRTC_FUNCTIONS(CJ_DECLARE_ENTRY_POINT)
+  /// The file NVRTC was opened from.
   std::string library_path;
 };
 
-/// Function-pointer table for the CUDA driver, filled from libcuda on first use.
+/// nvJitLink's entry points, as NvrtcApi.
+struct NvJitLinkApi {
+  explicit NvJitLinkApi(const Library& library)
+      : CJ_NVJITLINK_FUNCTIONS(CJ_INIT_ENTRY_POINT) library_path(library.file()) {}
+  CJ_NVJITLINK_FUNCTIONS(CJ_DECLARE_ENTRY_POINT)
+  /// The file nvJitLink was opened from.
+  std::string library_path;
+};
+
+/// The CUDA driver's entry points; constructing the table opens nothing.
 struct DriverApi {
-  CJ_DRIVER_FUNCTIONS(CJ_DECLARE_POINTER)
-#undef CJ_DECLARE_POINTER
+  explicit DriverApi(const Library& library)
+      : CJ_DRIVER_FUNCTIONS(CJ_INIT_ENTRY_POINT) cuCtxGetDevice(library, "cuCtxGetDevice") {}
+  CJ_DRIVER_FUNCTIONS(CJ_DECLARE_ENTRY_POINT)
   /// CUDA 12.0's one-argument form: from CUDA 13.0 on, the entry point of this name asked for
   /// at the headers' version takes the context as well (cuCtxGetDevice_v2).
-  CUresult (*cuCtxGetDevice)(CUdevice*) = nullptr;
+  EntryPoint<CUresult (*)(CUdevice*)> cuCtxGetDevice;
 };
 
-/// Function-pointer table for nvJitLink, filled from libnvJitLink on first use.
-struct NvJitLinkApi {
-#define CJ_DECLARE_LINK_POINTER(name) decltype(&::name) name = nullptr;
-  CJ_NVJITLINK_FUNCTIONS(CJ_DECLARE_LINK_POINTER)
-#undef CJ_DECLARE_LINK_POINTER
-  std::string library_path;
-};
+#undef CJ_DECLARE_ENTRY_POINT
+#undef CJ_INIT_ENTRY_POINT
 
-/// Loads NVRTC on first call; throws, saying where it looked, when it cannot be found.
+/// The libraries the tables below are resolved in, opened on first use (Library::file).
+const Library& nvrtc_library();
+const Library& nvjitlink_library();
+const Library& driver_library();
+
+/// Opens NVRTC on first call; throws, saying where it looked, when it cannot be found.
 const NvrtcApi& nvrtc();
-/// Loads nvJitLink on first call (for kernels with link=[...]); throws, saying where it looked.
+/// Opens nvJitLink on first call (for kernels with link=[...]); throws, saying where it looked.
 const NvJitLinkApi& nvjitlink();
-/// Loads the CUDA driver and calls cuInit on first call; throws when there is no driver.
+/// Opens the CUDA driver and calls cuInit on first call; throws when there is no usable driver.
 const DriverApi& driver();
 /// True when a CUDA driver can be loaded and initialized (no exception).
 bool driver_available();
@@ -132,8 +217,6 @@ int nvrtc_version();
 std::vector<int> nvrtc_supported_archs();
 
 [[noreturn]] void throw_api_error(const char* api, CUresult result, const char* file, int line);
-/// A driver entry point the loaded driver does not have was called.
-[[noreturn]] void throw_missing_entry_point(const char* name);
 [[noreturn]] void throw_api_error(const char* api, nvrtcResult result, const char* file, int line);
 [[noreturn]] void throw_api_error(const char* api, nvJitLinkResult result, const char* file, int line);
 
@@ -149,32 +232,27 @@ inline void check_result(nvJitLinkResult r, const char* api, const char* file, i
 
 // One forwarding function per entry point, so that CJ_CHECK(name, args...) reads like a call.
 namespace api {
-#define CJ_FORWARD_NVRTC(name) \
-  template <class... A>        \
-  inline auto name(A&&... a) { return ::torch_cudajit::detail::nvrtc().name(std::forward<A>(a)...); }
-#define CJ_FORWARD_DRIVER(name)                                                          \
-  template <class... A>                                                                  \
-  inline auto name(A&&... a) {                                                           \
-    const auto& d = ::torch_cudajit::detail::driver();                                   \
-    if (d.name == nullptr) ::torch_cudajit::detail::throw_missing_entry_point(#name);     \
-    return d.name(std::forward<A>(a)...);                                                \
-  }
-#define CJ_FORWARD_LINK(name) \
-  template <class... A>       \
-  inline auto name(A&&... a) { return ::torch_cudajit::detail::nvjitlink().name(std::forward<A>(a)...); }
+#define CJ_FORWARD(table, name) \
+  template <class... A>         \
+  inline auto name(A&&... a) { return ::torch_cudajit::detail::table().name(std::forward<A>(a)...); }
+#define CJ_FORWARD_NVRTC(name) CJ_FORWARD(nvrtc, name)
+#define CJ_FORWARD_DRIVER(name) CJ_FORWARD(driver, name)
+#define CJ_FORWARD_LINK(name) CJ_FORWARD(nvjitlink, name)
 CJ_NVRTC_FUNCTIONS(CJ_FORWARD_NVRTC)
 CJ_DRIVER_FUNCTIONS(CJ_FORWARD_DRIVER)
 CJ_NVJITLINK_FUNCTIONS(CJ_FORWARD_LINK)
 #undef CJ_FORWARD_LINK
-#undef CJ_FORWARD_NVRTC
 #undef CJ_FORWARD_DRIVER
+#undef CJ_FORWARD_NVRTC
+#undef CJ_FORWARD
 }  // namespace api
 
 }  // namespace detail
 }  // namespace torch_cudajit
 
-/// Calls an NVRTC or driver entry point and throws, naming the API and its error string,
-/// when it fails: CJ_CHECK(cuLaunchKernel, f, gx, gy, ...).
+/// Calls an NVRTC, nvJitLink or driver entry point and throws, naming the API and its error
+/// string, when it fails: CJ_CHECK(cuLaunchKernel, f, gx, gy, ...). An entry point the library
+/// lacks throws too, naming it and the library.
 #define CJ_CHECK(name, ...)                                                                  \
   ::torch_cudajit::detail::check_result(::torch_cudajit::detail::api::name(__VA_ARGS__), #name, \
                                         __FILE__, __LINE__)

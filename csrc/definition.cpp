@@ -104,8 +104,8 @@ KernelOptions KernelDefinition::options_of(const State& s) {
 
 std::shared_ptr<const KernelDefinition> KernelDefinition::from_state(const State& s) {
   KernelOptions options = options_of(s);
-  if (std::get<11>(s).empty())
-    return from_source(std::get<0>(s), std::get<1>(s), std::move(options), std::get<9>(s));
+  TORCH_CHECK_VALUE(!std::get<11>(s).empty(), "torch_cudajit: ", kStateWhat, " has no "
+                    "reflection; it is damaged. Pickle or script the kernel again.");
   auto program = load_program(std::get<0>(s), std::get<9>(s), std::get<11>(s), options.cache);
   return std::make_shared<const KernelDefinition>(std::move(program), std::get<1>(s),
                                                   std::move(options));

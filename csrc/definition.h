@@ -45,8 +45,7 @@ class KernelDefinition {
   /// What a definition pickles as: source, name, NVRTC options, C++ standard, debug, lineinfo,
   /// explicit template arguments, use of the disk cache, files linked in, source file name,
   /// cooperative launch (-1: detected from the source, 0/1: forced), and the source's
-  /// reflection (Program::reflection), so that loading runs no front end ("" reads the source
-  /// again).
+  /// reflection (Program::reflection), so that loading runs no front end.
   using State = std::tuple<std::string, std::string, std::vector<std::string>, std::string, bool,
                            bool, std::string, bool, std::vector<std::string>, std::string, int64_t,
                            std::string>;
@@ -60,7 +59,8 @@ class KernelDefinition {
                                                              const std::string& name,
                                                              KernelOptions options,
                                                              std::string filename = "kernel.cu");
-  /// The definition a State describes; its reflection, when present, spares the front end.
+  /// The definition a State describes, read from its reflection (no front end runs); throws
+  /// c10::ValueError when the reflection is missing or does not match the source.
   static std::shared_ptr<const KernelDefinition> from_state(const State& state);
   /// The options of a State (everything but source, name, file name and reflection).
   static KernelOptions options_of(const State& state);

@@ -43,12 +43,15 @@ std::string link_log(nvJitLinkHandle h) {
 // Compiles a linked .cu file to LTO-IR with the kernel's options.
 std::string compile_cu_to_ltoir(const std::string& path, const std::vector<std::string>& options) {
   const std::string text = read_whole_file(path);
+  // Resolved before the program exists, so that the destructor below cannot throw.
+  const auto destroy_program = detail::nvrtc().nvrtcDestroyProgram.get();
   nvrtcProgram prog = nullptr;
   CJ_CHECK(nvrtcCreateProgram, &prog, text.c_str(), path.c_str(), 0, nullptr, nullptr);
   struct Destroy {
+    decltype(destroy_program) destroy;
     nvrtcProgram* p;
-    ~Destroy() { detail::nvrtc().nvrtcDestroyProgram(p); }
-  } destroy{&prog};
+    ~Destroy() { destroy(p); }
+  } destroy{destroy_program, &prog};
   std::vector<std::string> opts = options;
   opts.push_back("-I" + detail::dirname_of(path));
   opts.push_back("-DCJ_LINKED_FILE");  // cj.cuh's debug globals are defined by the kernel's file
@@ -91,12 +94,15 @@ void detail::link_program(const Program& program, nvrtcProgram prog,
   link_opts.insert(link_opts.end(), shaping.begin(), shaping.end());
   std::vector<const char*> link_argv;
   for (const auto& o : link_opts) link_argv.push_back(o.c_str());
+  // Resolved before the handle exists, so that the destructor below cannot throw.
+  const auto destroy_linker = detail::nvjitlink().nvJitLinkDestroy.get();
   nvJitLinkHandle h = nullptr;
   CJ_CHECK(nvJitLinkCreate, &h, static_cast<uint32_t>(link_argv.size()), link_argv.data());
   struct Destroy {
+    decltype(destroy_linker) destroy;
     nvJitLinkHandle* h;
-    ~Destroy() { detail::nvjitlink().nvJitLinkDestroy(h); }
-  } destroy{&h};
+    ~Destroy() { destroy(h); }
+  } destroy{destroy_linker, &h};
   auto fail = [&](const std::string& what) {
     throw CompileError(detail::kernel_names(requests), "sm_" + std::to_string(options.arch), out.options, link_log(h),
                        number_lines(program.source()), what);

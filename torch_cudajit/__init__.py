@@ -13,7 +13,9 @@ from ._loader import _C, cmake_prefix_path
 from ._errors import CompileError, KernelAssertionError, LowOccupancyWarning
 from ._extensions import Extension, Params
 from ._args import DevicePointer
-from ._kernel import Kernel, KernelModule, SpecializedKernel, CompiledKernel, Parameter
+from ._compiled import CompiledKernel
+from ._kernel import Kernel, KernelModule, SpecializedKernel
+from ._parts import Parameter
 from ._launch import ForallPlan
 from ._jit import jit
 from ._prebuilt import PrebuiltKernel, load

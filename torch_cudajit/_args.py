@@ -1,4 +1,6 @@
-"""Normalisation of launch arguments and stream objects on the Python slow path, and
+"""The one place Python normalises what a launch or a compile is given: number arguments
+(``number``), arguments on the slow path (``coerce``), grids and blocks (``dims``,
+``as_tuple``), stream objects (``stream_handle``), architectures (``arch_number``), and
 DevicePointer, the wrapper of raw device addresses."""
 import numbers
 import operator
@@ -72,12 +74,21 @@ def stream_handle(stream):
         f"stream must be a torch.cuda.Stream, a raw handle (int) or None, got {type(stream).__name__}")
 
 
-def coerce(value):
-    """Turns numpy scalars and foreign GPU arrays into what the C++ core takes."""
-    if isinstance(value, torch.Tensor):
-        return value
+def number(value):
+    """A number argument as Python passes it on: a numpy scalar becomes its Python value
+    (``np.float32(2.5)`` -> ``2.5``, ``np.bool_(True)`` -> ``True``); any other value comes back
+    as it is, for the C++ core or the op path to check against its parameter."""
     if _np is not None and isinstance(value, _np.generic):
         return value.item()
+    return value
+
+
+def coerce(value):
+    """An argument as the C++ core takes it: numbers through ``number``, foreign GPU arrays as
+    tensors aliasing their memory."""
+    if isinstance(value, torch.Tensor):
+        return value
+    value = number(value)
     if isinstance(value, numbers.Number) or isinstance(value, bytes):
         return value
     if hasattr(value, "__cuda_array_interface__"):
@@ -86,6 +97,19 @@ def coerce(value):
     if hasattr(value, "__dlpack__"):
         return torch.from_dlpack(value)
     return value
+
+
+def arch_number(arch) -> int:
+    """An ``arch=`` argument (90, "sm_90" or (9, 0)) as a compute capability number."""
+    if isinstance(arch, int):
+        return arch
+    if isinstance(arch, str):
+        digits = arch.split("_")[-1]
+        if digits.isdigit():
+            return int(digits)
+    if isinstance(arch, tuple) and len(arch) == 2:
+        return arch[0] * 10 + arch[1]
+    raise ValueError(f"arch must be like 90, 'sm_90' or (9, 0), got {arch!r}")
 
 
 def as_tuple(value):

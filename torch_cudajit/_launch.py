@@ -1,6 +1,7 @@
-"""The launch side of a kernel, shared by Kernel and SpecializedKernel: the
-``kernel[grid, block, stream, shared_mem]`` launcher cache, ``forall``, the short form scripted
-modules use, extension launchers, and numba's inspection and resource API."""
+"""The launch side of a kernel: Launch, the component Kernel, PrebuiltKernel and
+SpecializedKernel each hold (the ``kernel[grid, block, stream, shared_mem]`` launcher cache,
+``forall``, the short form scripted modules use, extension launchers, and numba's inspection and
+resource API), working on the KernelParts (``_parts``) they share."""
 from __future__ import annotations
 
 import math
@@ -16,21 +17,9 @@ from ._loader import _C
 from ._op import _OpIndexer, _OpLauncher
 
 if TYPE_CHECKING:
-    from ._kernel import Kernel
+    from ._parts import KernelParts
 
 _MAX_CACHED_LAUNCHERS = 1024
-
-
-def _arch_number(arch) -> int:
-    if isinstance(arch, int):
-        return arch
-    if isinstance(arch, str):
-        digits = arch.split("_")[-1]
-        if digits.isdigit():
-            return int(digits)
-    if isinstance(arch, tuple) and len(arch) == 2:
-        return arch[0] * 10 + arch[1]
-    raise ValueError(f"arch must be like 90, 'sm_90' or (9, 0), got {arch!r}")
 
 
 class ForallPlan(NamedTuple):
@@ -49,18 +38,35 @@ class ForallPlan(NamedTuple):
     prefetched: tuple = ()
 
 
-class _Launch:
-    """Shared launch machinery of Kernel and SpecializedKernel."""
+class Launch:
+    """The launch and inspection API of a kernel's parts, or of one specialization of them
+    (``fixed``): what a kernel object exposes as its own through ``_parts.delegate``."""
 
-    _core: "_C.KernelRuntime"
-    _fixed = None
+    #: What Kernel, PrebuiltKernel and SpecializedKernel take over as their own API.
+    API = ("__getitem__", "__call__", "launch", "launch_forall", "forall", "forall_plan",
+           "inspect_ptx", "inspect_sass", "inspect_types", "get_regs_per_thread",
+           "get_shared_mem_per_block", "get_const_mem_size", "get_local_mem_per_thread",
+           "get_max_threads_per_block", "get_global", "max_cooperative_grid_blocks",
+           "cooperative")
+    #: The op path, which prebuilt code does not have.
+    OP_API = ("op",)
+
+    def __init__(self, parts: "KernelParts", fixed=None):
+        """Launches of `parts`: of any specialization, or of the one `fixed` specialization."""
+        self.parts = parts
+        self.fixed = fixed
+        self.launchers: dict = {}
+
+    @property
+    def name(self) -> str:
+        return self.parts.name
 
     def __getitem__(self, config):
         if torch.compiler.is_compiling():
             # Under torch.compile the launch is a cudajit::launch op in the graph.
-            return _OpLauncher(self._kernel, config)
+            return _OpLauncher(self.parts, config)
         try:
-            return self._launchers[config]
+            return self.launchers[config]
         except (KeyError, TypeError):
             return self._configure(config)
 
@@ -69,7 +75,7 @@ class _Launch:
         """Launches through the cudajit::launch op (``kernel.op[grid, block](*args)``): the
         path torch.compile records and TorchScript runs. Eager code is faster through
         ``kernel[grid, block]``."""
-        return _OpIndexer(self._kernel)
+        return _OpIndexer(self.parts)
 
     def _configure(self, config, forall_tasks: int = 0):
         """The launcher of a configuration, cached by it: [grid, block, stream, shared_mem], or
@@ -87,20 +93,19 @@ class _Launch:
         if forall_tasks:
             grid = block = 1
         warning = "" if forall_tasks else self._occupancy_warning(grid, block)
-        launcher = _C.Launcher(self._core, grid, block, stream_handle(stream), shared_mem,
-                               self._fixed, self._launch_slow, warning, forall_tasks)
-        if self._kernel._extensions:
-            launcher = _ExtensionLauncher(self._kernel, launcher, stream)
+        launcher = _C.Launcher(self.parts.core, grid, block, stream_handle(stream), shared_mem,
+                               self.fixed, self._launch_slow, warning, forall_tasks)
+        if self.parts.extensions:
+            launcher = _ExtensionLauncher(self.parts, launcher, stream)
         try:
-            if len(self._launchers) < _MAX_CACHED_LAUNCHERS:
-                self._launchers[config] = launcher
+            if len(self.launchers) < _MAX_CACHED_LAUNCHERS:
+                self.launchers[config] = launcher
         except TypeError:  # unhashable config (lists): not cached
             pass
         return launcher
 
     def _launch_slow(self, launcher, args, kwargs):
-        args = self._kernel._bind(args, kwargs)
-        launcher.launch_normalized(tuple(coerce(a) for a in args))
+        launcher.launch_normalized(self.parts.bound(args, kwargs))
 
     # -- the form scripted modules use (the script object has the same two methods) ---------
     def launch(self, grid, block, tensors, scalars=None, shared_mem: int = 0) -> None:
@@ -117,7 +122,7 @@ class _Launch:
 
     def _interleave(self, tensors, scalars) -> tuple:
         """Positional arguments from tensors and numbers each in parameter order."""
-        k = self._kernel
+        k = self.parts
         if not isinstance(tensors, (list, tuple)):
             raise TypeError(f"kernel '{k.name}': tensors must be a list of the tensor arguments "
                             f"in parameter order, got {type(tensors).__name__}")
@@ -126,11 +131,11 @@ class _Launch:
         if not isinstance(scalars, (list, tuple)):
             raise TypeError(f"kernel '{k.name}': scalars must be a list of the number arguments "
                             f"in parameter order, got {type(scalars).__name__}")
-        roles = k._op_roles
+        roles = k.op_roles
         # `auto` parameters take their value (a number, or a tensor) from `scalars`.
         n_scalars = sum(r in ("scalar", "auto") for r in roles)
         if len(tensors) != len(roles) - n_scalars or len(scalars) != n_scalars:
-            params = ", ".join(f"{p.type} {p.name}" for p in k._params)
+            params = ", ".join(f"{p.type} {p.name}" for p in k.params)
             raise TypeError(f"kernel '{k.name}' takes {len(roles) - n_scalars} tensor(s) and "
                             f"{n_scalars} number(s), in parameter order; got {len(tensors)} "
                             f"tensor(s) and {len(scalars)} number(s). Its parameters: ({params})")
@@ -147,10 +152,9 @@ class _Launch:
     # -- inspection and resources (numba's dispatcher API) ---------------------------------
     def _compiled(self) -> list:
         """CompiledKernel of each overload this object covers."""
-        k = self._kernel
-        if self._fixed is not None:
-            return [CompiledKernel(self._fixed, k._core, k._params)]
-        return [CompiledKernel(s, k._core, k._params) for s in k._core.specializations()]
+        if self.fixed is not None:
+            return [self.parts.compiled(self.fixed)]
+        return [self.parts.compiled(s) for s in self.parts.core.specializations()]
 
     def _overloads(self, signature, prefer_device: bool):
         overloads = self._compiled()
@@ -235,12 +239,12 @@ class _Launch:
         """True when the kernel synchronizes the whole grid (cooperative_groups::this_grid):
         it is launched with cuLaunchCooperativeKernel, and a grid larger than
         max_cooperative_grid_blocks is refused."""
-        return self._kernel._core.cooperative
+        return self.parts.core.cooperative
 
     def _occupancy_warning(self, grid, block) -> str:
         if os.environ.get("TORCH_CUDAJIT_LOW_OCCUPANCY_WARNINGS", "1") == "0":
             return ""
-        if not torch.cuda.is_available() or self._kernel._core.cooperative:
+        if not torch.cuda.is_available() or self.parts.core.cooperative:
             return ""  # a cooperative grid is bounded by co-residency, not a choice
         try:
             g = dims(grid, "grid", self.name)
@@ -248,7 +252,7 @@ class _Launch:
         except TypeError:
             return ""  # the launcher reports the bad configuration itself
         key = (tuple(g), tuple(b))
-        warned = self._kernel._occupancy_warned
+        warned = self.parts.occupancy_warned
         if key in warned:
             return ""
         device = torch.cuda.current_device()
@@ -277,14 +281,12 @@ class _Launch:
         if torch.compiler.is_compiling():
             # The op picks the grid and block when it runs (block [0]): the graph holds no
             # device facts, and tracing calls into no compiler.
-            return _OpLauncher(self._kernel, (ntasks, 0, stream, shared_mem), forall=True)
+            return _OpLauncher(self.parts, (ntasks, 0, stream, shared_mem), forall=True)
         config = ("forall", ntasks, stream, shared_mem)
         try:
-            return self._launchers[config]
+            return self.launchers[config]
         except (KeyError, TypeError):
             return self._configure(config, forall_tasks=ntasks)
-
-
 
     def forall_plan(self, ntasks: int, *args, shared_mem: int = 0, **kwargs) -> ForallPlan:
         """What ``forall(ntasks, shared_mem=shared_mem)(*args, **kwargs)`` launches, without
@@ -293,25 +295,25 @@ class _Launch:
         parameters' data the virtual grid prefetches into L2."""
         if not isinstance(ntasks, int) or isinstance(ntasks, bool) or ntasks < 1:
             raise ValueError(f"forall_plan: ntasks must be a positive int, got {ntasks!r}")
-        bound = tuple(coerce(a) for a in self._kernel._bind(args, kwargs))
-        return ForallPlan(*self._kernel._core.forall_shape(bound, ntasks, shared_mem))
+        return ForallPlan(*self.parts.core.forall_shape(self.parts.bound(args, kwargs), ntasks,
+                                                        shared_mem))
 
 
 class _ExtensionLauncher:
     """A launcher that runs the kernel's extensions before each launch."""
 
-    def __init__(self, kernel: "Kernel", launcher, stream):
-        self._kernel = kernel
+    def __init__(self, parts: "KernelParts", launcher, stream):
+        self._parts = parts
         self._launcher = launcher
         self._stream = stream_handle(stream)
 
     def __call__(self, *args, **kwargs):
-        args = self._kernel._bind(args, kwargs, allow_extra=True)
+        args = self._parts.bind(args, kwargs, allow_extra=True)
         retr: list = []
-        for ext in reversed(self._kernel._extensions):
+        for ext in reversed(self._parts.extensions):
             out = []
             for value in args:
-                param = self._kernel._param_at(len(out))
+                param = self._parts.param_at(len(out))
                 new = ext.prepare_args(value, param=param, stream=self._stream, retr=retr)
                 if isinstance(new, Params):
                     out.extend(new)

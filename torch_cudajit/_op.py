@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ._args import dims
+from ._args import dims, number
 from ._loader import _C
 
 if TYPE_CHECKING:
-    from ._kernel import Kernel
+    from ._parts import KernelParts
 
 
 def _has_static_value(value) -> bool:
@@ -21,18 +21,18 @@ def _has_static_value(value) -> bool:
 
 
 class _OpIndexer:
-    def __init__(self, kernel: "Kernel"):
-        self._kernel = kernel
+    def __init__(self, parts: "KernelParts"):
+        self._parts = parts
 
     def __getitem__(self, config):
-        traced = _OpLauncher(self._kernel, config)  # validates the configuration
+        traced = _OpLauncher(self._parts, config)  # validates the configuration
         if torch.compiler.is_compiling():
             return traced
         # Eager: the same op through the C++ dispatcher, the kernel object converted once.
-        k = self._kernel
+        k = self._parts
 
         def bind_keywords(launcher, args, kwargs):
-            launcher.launch_normalized(k._bind(args, kwargs))
+            launcher.launch_normalized(k.bind(args, kwargs))
 
         return _C.OpLauncher(k.script_object, traced._grid, traced._block, traced._shared_mem,
                              bind_keywords)
@@ -45,30 +45,30 @@ class _OpLauncher:
     With ``forall``, the configuration is (ntasks, 0, ...): the op's block [0] asks it to pick
     the block size when it runs."""
 
-    def __init__(self, kernel: "Kernel", config, forall: bool = False):
+    def __init__(self, parts: "KernelParts", config, forall: bool = False):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
-            raise ValueError(f"kernel '{kernel.name}': the launch configuration must be "
+            raise ValueError(f"kernel '{parts.name}': the launch configuration must be "
                              f"[grid, block] or [grid, block, stream, shared_mem]; got {config!r}")
         if len(config) > 2 and config[2] is not None:
-            raise ValueError(f"kernel '{kernel.name}': the op path launches on the current "
+            raise ValueError(f"kernel '{parts.name}': the op path launches on the current "
                              f"stream; use `with torch.cuda.stream(s):` instead of a stream in "
                              f"the launch configuration")
         shared_mem = config[3] if len(config) > 3 else 0
         if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or shared_mem < 0:
-            raise ValueError(f"kernel '{kernel.name}': shared_mem must be an int >= 0, got {shared_mem!r}")
-        self._kernel = kernel
+            raise ValueError(f"kernel '{parts.name}': shared_mem must be an int >= 0, got {shared_mem!r}")
+        self._parts = parts
         if forall:
             self._grid, self._block = [config[0]], [0]
         else:
-            self._grid = dims(config[0], "grid", kernel.name)
-            self._block = dims(config[1], "block", kernel.name)
+            self._grid = dims(config[0], "grid", parts.name)
+            self._block = dims(config[1], "block", parts.name)
         self._shared_mem = shared_mem
 
     def __call__(self, *args, **kwargs):
-        k = self._kernel
+        k = self._parts
         if kwargs:
-            args = k._bind(args, kwargs)
-        roles = k._op_roles
+            args = k.bind(args, kwargs)
+        roles = k.op_roles
         if len(args) != len(roles):
             raise TypeError(f"kernel '{k.name}' takes {len(roles)} argument(s), got {len(args)}")
         compiling = torch.compiler.is_compiling()
@@ -88,7 +88,7 @@ class _OpLauncher:
                 (ints if kind in "ib" else floats).extend(values)
                 scalar_tensors.append(tensor)
             elif not isinstance(value, torch.Tensor):
-                raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a "
+                raise TypeError(f"parameter '{k.params[i].name}' of kernel '{k.name}' takes a "
                                 f"tensor; got {type(value).__name__}")
             elif role == "output":
                 outs.append(value)
@@ -102,7 +102,7 @@ class _OpLauncher:
                                          self._block, self._shared_mem, scalar_tensors)
 
 
-def _op_number(k: "Kernel", i: int, value, compiling: bool):
+def _op_number(k: "KernelParts", i: int, value, compiling: bool):
     """A number parameter's value as the op takes it: (kind, values for `ints` or `floats`,
     the tensor for scalar_tensors or None)."""
     if isinstance(value, torch.Tensor):
@@ -111,18 +111,19 @@ def _op_number(k: "Kernel", i: int, value, compiling: bool):
         # never recompile.
         if value.dim() != 0 or not value.is_floating_point() or value.device.type != "cpu":
             raise TypeError(
-                f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a number on the op "
+                f"parameter '{k.params[i].name}' of kernel '{k.name}' takes a number on the op "
                 f"path (torch.compile, TorchScript), or a 0-d floating-point CPU tensor; got a "
                 f"{value.dtype} tensor of shape {tuple(value.shape)} on {value.device}")
         return "f", [0.0], value
+    value = number(value)
     if not isinstance(value, (int, float, bool, complex)):
-        raise TypeError(f"parameter '{k._params[i].name}' of kernel '{k.name}' takes a number on "
+        raise TypeError(f"parameter '{k.params[i].name}' of kernel '{k.name}' takes a number on "
                         f"the op path (torch.compile, TorchScript); got {type(value).__name__}")
     if isinstance(value, bool):
         return "b", [int(value)], None
     if isinstance(value, int):
         if not isinstance(value, torch.SymInt) and value < -(1 << 62):
-            raise ValueError(f"parameter '{k._params[i].name}' of kernel '{k.name}': the op path "
+            raise ValueError(f"parameter '{k.params[i].name}' of kernel '{k.name}': the op path "
                              f"takes ints from -2^62 up, got {value}; pass such a value as a "
                              f"float, or in a tensor")
         return "i", [value], None

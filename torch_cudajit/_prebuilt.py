@@ -6,11 +6,15 @@ import os
 import re
 from typing import Sequence
 
-from ._kernel import Kernel
+from ._kernel import SpecializedKernel, specialize
+from ._launch import Launch
 from ._loader import _C
+from ._parts import KernelParts, delegate
 
 
-class PrebuiltKernel(Kernel):
+@delegate("_launch", Launch, Launch.API)
+@delegate("_parts", KernelParts, KernelParts.API)
+class PrebuiltKernel:
     """A kernel of prebuilt device code (``torch_cudajit.load``). It launches like any kernel
     (``k[grid, block](*args)``, ``forall``, ``specialize``); there is nothing to compile, so
     ``precompile``, the cudajit op (``op``, ``script_object``, torch.compile and TorchScript)
@@ -19,12 +23,11 @@ class PrebuiltKernel(Kernel):
     def __init__(self, program, name: str, image: bytes, lowered_name: str, cooperative: bool,
                  extensions: Sequence = ()):
         definition = _C.KernelDefinition.prebuilt(program, name, image, lowered_name, cooperative)
-        self._setup(definition, extensions)
+        self._parts = KernelParts.of_prebuilt(definition, extensions)
+        self._launch = Launch(self._parts)
         self._image = image
         self._lowered_name = lowered_name
         self._cooperative = cooperative
-        self._core = definition.runtime()
-        self._script_object = None
 
     @property
     def format(self) -> str:
@@ -36,31 +39,31 @@ class PrebuiltKernel(Kernel):
         """The kernel's symbol in the image."""
         return self._lowered_name
 
-    def _no_op(self, what: str):
-        return TypeError(f"kernel '{self.name}' is prebuilt code (torch_cudajit.load), which has "
-                         f"no {what}; launch it eagerly with kernel[grid, block](*args), or "
-                         f"compile its source with torch_cudajit.jit for torch.compile and "
-                         f"TorchScript")
+    def specialize(self, *args, **kwargs) -> SpecializedKernel:
+        """A kernel fixed to the signature of these (CUDA) arguments, with the fastest launch."""
+        return specialize(self, args, kwargs)
 
     @property
     def script_object(self):
-        raise self._no_op("TorchScript object")
+        return self._parts.script_object  # raises: prebuilt code has none
 
     @property
     def op(self):
-        raise self._no_op("cudajit::launch op")
+        raise self._parts.unavailable("cudajit::launch op")
 
     def precompile(self, specs, **kwargs):
         raise TypeError(f"kernel '{self.name}' is prebuilt code (torch_cudajit.load); there is "
                         f"nothing to precompile")
 
     def __reduce__(self):
-        return (_rebuild_prebuilt, (self._image, self._definition.source, self._name,
-                                    self._lowered_name, self._cooperative, self._extensions))
+        parts = self._parts
+        return (_rebuild_prebuilt, (self._image, parts.source, parts.name, self._lowered_name,
+                                    self._cooperative, parts.extensions))
 
     def __repr__(self):
-        params = ", ".join(f"{p.type} {p.name}" for p in self._params)
-        return f"<torch_cudajit.PrebuiltKernel {self._name}({params}) {self.format} {self._lowered_name}>"
+        params = ", ".join(f"{p.type} {p.name}" for p in self._parts.params)
+        return (f"<torch_cudajit.PrebuiltKernel {self._parts.name}({params}) {self.format} "
+                f"{self._lowered_name}>")
 
 
 def _declaration_program(declaration):

@@ -31,8 +31,8 @@ _POOL = None
 _POOL_WORKERS = 0
 _POOL_LOCK = threading.Lock()
 
-# In a worker: the kernels it has built, by definition.
-_WORKER_KERNELS: dict = {}
+# In a worker: the parts of the kernels it has built, by definition.
+_WORKER_PARTS: dict = {}
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
@@ -66,22 +66,17 @@ def _compile_in_worker(definition, args_list, arch, cache_settings):
     """Compiles one batch (a list of argument tuples) in a worker: (programs, entries) as
     KernelRuntime.compile_serialized returns them, or (None, None) when it fails."""
     from ._loader import _C
-    from ._kernel import Kernel
+    from ._parts import KernelParts
     try:
         _C.cache_configure(*cache_settings)
-        kernel = _WORKER_KERNELS.get(definition)
-        if kernel is None:
+        parts = _WORKER_PARTS.get(definition)
+        if parts is None:
             # The state carries the reflection: a worker runs no front end.
-            kernel = Kernel(_C.KernelDefinition.from_state(definition), ())
-            _WORKER_KERNELS[definition] = kernel
-        return kernel._core.compile_serialized(list(args_list), arch)
+            parts = KernelParts.of_jit(_C.KernelDefinition.from_state(definition), ())
+            _WORKER_PARTS[definition] = parts
+        return parts.core.compile_serialized(list(args_list), arch)
     except BaseException:  # the parent compiles it again and raises the real error
         return None, None
-
-
-def _definition(kernel):
-    """What a worker rebuilds the kernel from: its definition's state (bytes)."""
-    return kernel._definition.state
 
 
 class _Bar:
@@ -112,11 +107,12 @@ def _can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def run_parallel(kernel, bound, arch: int, *, workers=None, processes=None, progress=None,
+def run_parallel(parts, bound, arch: int, *, workers=None, processes=None, progress=None,
                  label="compiling"):
-    """Compiles every argument tuple of `bound` for `arch` for `kernel`; returns the
-    specializations in order, raising the first failure after all have run."""
-    core = kernel._core
+    """Compiles every argument tuple of `bound` for `arch` for a kernel's `parts`
+    (KernelParts); returns the specializations in order, raising the first failure after all
+    have run."""
+    core = parts.core
     if not bound:
         return []
     if workers is None:
@@ -147,7 +143,7 @@ def run_parallel(kernel, bound, arch: int, *, workers=None, processes=None, prog
     # batches run in parallel.
     groups = _batches(todo, workers)
     if processes and len(groups) > 1:
-        _batches_in_workers(kernel, bound, groups, arch, workers, bar)
+        _batches_in_workers(parts, bound, groups, arch, workers, bar)
     elif len(groups) > 1:
         with ThreadPoolExecutor(max_workers=len(groups)) as pool:
             list(pool.map(batch_in_process, groups))
@@ -170,11 +166,12 @@ def run_parallel(kernel, bound, arch: int, *, workers=None, processes=None, prog
             for i, args in enumerate(bound)]
 
 
-def _batches_in_workers(kernel, bound, groups, arch: int, workers: int, bar) -> None:
+def _batches_in_workers(parts, bound, groups, arch: int, workers: int, bar) -> None:
     """Compiles each batch in a worker process and adopts what comes back; a batch that fails
     is left uncompiled (its entries then compile here, alone)."""
-    core = kernel._core
-    definition = _definition(kernel)
+    core = parts.core
+    # What a worker rebuilds the kernel from: its definition's state (bytes).
+    definition = parts.definition.state
     settings = _C.cache_settings()
     cache_settings = (settings["enabled"], settings["dir"], settings["max_bytes"])
     pool = _pool(workers)

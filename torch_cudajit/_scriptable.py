@@ -13,7 +13,7 @@ class _Scriptable(torch.jit.RecursiveScriptClass):
 
     @property
     def _c(self):
-        return self._script_object
+        return self.script_object
 
     def __getattr__(self, name):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")

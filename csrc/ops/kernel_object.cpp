@@ -38,21 +38,9 @@ KernelObject::KernelObject(std::string source, const std::string& name, KernelOp
 KernelObject::KernelObject(const State& s) : KernelObject(KernelDefinition::from_state(s)) {}
 
 KernelObject::State KernelObject::state_from(const c10::IValue& pickled) {
-  if (pickled.isString()) return KernelDefinition::decode(pickled.toStringRef());
-  TORCH_CHECK_VALUE(pickled.isTuple(), "torch_cudajit: a pickled cudajit.Kernel holds a ",
-                    pickled.tagKind(), ", expected a string (or a tuple); the archive is damaged.");
-  const auto& f = pickled.toTupleRef().elements();
-  TORCH_CHECK_VALUE(f.size() == 11 || f.size() == 12, "torch_cudajit: a pickled cudajit.Kernel "
-                    "has ", f.size(), " fields, expected 12 (or 11 from before 0.3); the archive "
-                    "is damaged or from a newer torch_cudajit.");
-  auto strings = [](const c10::IValue& v) {
-    std::vector<std::string> out;
-    for (const auto& x : v.toListRef()) out.push_back(x.toStringRef());
-    return out;
-  };
-  return State(f[0].toStringRef(), f[1].toStringRef(), strings(f[2]), f[3].toStringRef(),
-               f[4].toBool(), f[5].toBool(), f[6].toStringRef(), f[7].toBool(), strings(f[8]),
-               f[9].toStringRef(), f[10].toInt(), f.size() == 12 ? f[11].toStringRef() : "");
+  TORCH_CHECK_VALUE(pickled.isString(), "torch_cudajit: a pickled cudajit.Kernel holds a ",
+                    pickled.tagKind(), ", expected a string; the archive is damaged.");
+  return KernelDefinition::decode(pickled.toStringRef());
 }
 
 namespace {

@@ -51,8 +51,7 @@ struct OpNumbers {
 /// with the Python Kernel (and any other holder of the definition).
 class KernelObject : public torch::CustomClassHolder {
  public:
-  /// What pickling keeps (KernelDefinition::State). Archives written before the reflection was
-  /// kept (11 fields) still load; their source is read again.
+  /// What pickling keeps (KernelDefinition::State).
   using State = KernelDefinition::State;
 
   /// A new runtime of `definition`.
@@ -67,8 +66,7 @@ class KernelObject : public torch::CustomClassHolder {
   /// string, not a tuple, because torch.compile and torch.export copy the object through
   /// Python, which cannot type the tuple's empty lists.
   static std::string encode(const State& state) { return KernelDefinition::encode(state); }
-  /// The State of a pickled object: encode()'s string, or a tuple of 12 fields, or of the 11
-  /// that came before the reflection was kept.
+  /// The State of a pickled object: encode()'s string.
   static State state_from(const c10::IValue& pickled);
 
   const KernelDefinition& definition() const { return *def_; }

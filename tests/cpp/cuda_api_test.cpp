@@ -1,13 +1,17 @@
-// torch_cudajit C++ tests: lazily loaded NVRTC and CUDA driver (csrc/cuda_api.h): NVRTC loads
-// without a GPU, CJ_CHECK turns failures into c10::Error naming the API, and the driver is
-// reported unavailable (not fatal) on machines without one.
+// torch_cudajit C++ tests: NVRTC, nvJitLink and CUDA driver entry points (csrc/cuda_api.h):
+// NVRTC loads without a GPU, each entry point is resolved when first called (a library that lacks
+// one fails only its calls, naming it), CJ_CHECK turns failures into c10::Error naming the API,
+// and the driver is reported unavailable (not fatal) on machines without one.
 #include "cuda_api.h"
 
 #include "module.h"
 #include "test_util.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -108,6 +112,118 @@ TEST(CudaApiTest, CurrentContextArchitecture) {
   }
   at::empty({1}, at::TensorOptions().device(at::Device(at::kCUDA, 0))).fill_(1);
   EXPECT_EQ(detail::current_context_arch(), device_limits(0).compute_capability);
+}
+
+// A real library (NVRTC or nvJitLink, already open in this process) that lacks the entry points
+// in `lacking`, and records every entry point looked up in it.
+class LackingLibrary final : public detail::Library {
+ public:
+  LackingLibrary(const std::string& file, std::set<std::string> lacking)
+      : file_(file), lacking_(std::move(lacking)),
+        handle_(dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD)) {}
+  ~LackingLibrary() override {
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  const std::string& file() const override { return file_; }
+  void* find(const char* name) const noexcept override {
+    looked_up.push_back(name);
+    if (lacking_.count(name) != 0) return nullptr;
+    for (const char* suffix : {"_13_0", "_12_0", ""}) {
+      const std::string symbol = (*suffix ? std::string("__") : std::string()) + name + suffix;
+      if (void* p = dlsym(handle_, symbol.c_str())) return p;
+    }
+    return nullptr;
+  }
+  std::string advice() const override { return "install a complete library."; }
+  bool opened() const { return handle_ != nullptr; }
+
+  mutable std::vector<std::string> looked_up;
+
+ private:
+  std::string file_;
+  std::set<std::string> lacking_;
+  void* handle_;
+};
+
+TEST(CudaApiTest, EntryPointsResolveWhenFirstCalled) {
+  // An NVRTC without the LTO-IR and CUBIN entry points still compiles to PTX: nothing is looked
+  // up when the table is made, and each entry point once, when first called.
+  LackingLibrary library(detail::nvrtc().library_path,
+                         {"nvrtcGetLTOIRSize", "nvrtcGetLTOIR", "nvrtcGetCUBIN"});
+  ASSERT_TRUE(library.opened());
+  const detail::NvrtcApi api(library);
+  EXPECT_TRUE(library.looked_up.empty());
+  EXPECT_EQ(api.library_path, detail::nvrtc().library_path);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    nvrtcProgram prog = nullptr;
+    ASSERT_EQ(api.nvrtcCreateProgram(&prog, "extern \"C\" __global__ void k() {}", "k.cu", 0,
+                                     nullptr, nullptr),
+              NVRTC_SUCCESS);
+    EXPECT_EQ(api.nvrtcCompileProgram(prog, 0, nullptr), NVRTC_SUCCESS);
+    size_t size = 0;
+    EXPECT_EQ(api.nvrtcGetPTXSize(prog, &size), NVRTC_SUCCESS);
+    std::string ptx(size, '\0');
+    EXPECT_EQ(api.nvrtcGetPTX(prog, &ptx[0]), NVRTC_SUCCESS);
+    CJ_EXPECT_CONTAINS(ptx, ".entry k");
+    EXPECT_EQ(api.nvrtcDestroyProgram(&prog), NVRTC_SUCCESS);
+  }
+  EXPECT_EQ(library.looked_up,
+            (std::vector<std::string>{"nvrtcCreateProgram", "nvrtcCompileProgram",
+                                      "nvrtcGetPTXSize", "nvrtcGetPTX", "nvrtcDestroyProgram"}));
+  // A lacking entry point fails its own calls, each time, naming it and the library.
+  EXPECT_TRUE(api.nvrtcGetCUBIN == nullptr);
+  EXPECT_FALSE(api.nvrtcGetCUBIN.available());
+  for (int round = 0; round < 2; ++round) {
+    size_t size = 0;
+    std::string msg = expect_throws<c10::Error>([&] { api.nvrtcGetLTOIRSize(nullptr, &size); });
+    EXPECT_EQ(msg, "torch_cudajit: " + detail::nvrtc().library_path +
+                       " has no entry point nvrtcGetLTOIRSize; install a complete library.");
+  }
+  EXPECT_EQ(library.looked_up.size(), 7u) << "a lacking entry point is looked up once too";
+}
+
+TEST(CudaApiTest, MissingEntryPointSaysWhichLibraryAndWhatToDo) {
+  // The libraries the tables use: an entry point none of them has.
+  const detail::EntryPoint<nvrtcResult (*)(int*)> missing(detail::nvrtc_library(),
+                                                          "nvrtcNoSuchEntryPoint");
+  EXPECT_FALSE(missing.available());
+  std::string msg = expect_throws<c10::Error>([&] {
+    int x = 0;
+    CJ_CHECK(nvrtcVersion, &x, &x);  // the table's own entry points are unaffected
+    missing(&x);
+  });
+  CJ_EXPECT_CONTAINS(msg, "torch_cudajit: " + detail::nvrtc().library_path +
+                              " has no entry point nvrtcNoSuchEntryPoint; this feature needs a "
+                              "newer NVRTC (libnvrtc.so): install CUDA 12.0 or newer");
+  CJ_EXPECT_CONTAINS(msg, "nvidia-cuda-nvrtc wheel");
+}
+
+TEST(CudaApiTest, LinkingNeedsOnlyTheEntryPointsItCalls) {
+  std::string file;
+  try {
+    file = detail::nvjitlink().library_path;
+  } catch (const c10::Error&) {
+    GTEST_SKIP() << "nvJitLink is not installed";
+  }
+  // Without the error log entry points, a linker is still made and destroyed.
+  LackingLibrary library(file, {"nvJitLinkGetErrorLogSize", "nvJitLinkGetErrorLog"});
+  ASSERT_TRUE(library.opened());
+  const detail::NvJitLinkApi api(library);
+  const char* options[] = {"-arch=sm_90"};
+  nvJitLinkHandle handle = nullptr;
+  ASSERT_EQ(api.nvJitLinkCreate(&handle, 1, options), NVJITLINK_SUCCESS);
+  EXPECT_EQ(api.nvJitLinkDestroy(&handle), NVJITLINK_SUCCESS);
+  EXPECT_EQ(library.looked_up, (std::vector<std::string>{"nvJitLinkCreate", "nvJitLinkDestroy"}));
+  size_t size = 0;
+  CJ_EXPECT_CONTAINS(expect_throws<c10::Error>([&] { api.nvJitLinkGetErrorLogSize(handle, &size); }),
+                     "has no entry point nvJitLinkGetErrorLogSize");
+  // The real library's message names what provides nvJitLink.
+  const detail::EntryPoint<nvJitLinkResult (*)()> missing(detail::nvjitlink_library(),
+                                                          "nvJitLinkNoSuchEntryPoint");
+  CJ_EXPECT_CONTAINS(expect_throws<c10::Error>([&] { missing(); }),
+                     file + " has no entry point nvJitLinkNoSuchEntryPoint; this feature needs a "
+                            "newer nvJitLink (libnvJitLink.so)");
 }
 
 TEST(CudaApiTest, ExtraSearchPathsAreHarmless) {

@@ -94,7 +94,7 @@ def test_writable_parameters():
     assert [p.writable for p in k.params] == [True, False, True, False, False, True]
     # The roles come from the C++ core (param_role), which the op path reads too.
     assert [p.role for p in k.params] == ["output", "input", "output", "input", "scalar", "auto"]
-    assert k._op_roles == tuple(p.role for p in k.params)
+    assert k._parts.op_roles == tuple(p.role for p in k.params)
 
 
 def test_reflection_types_are_normalized():

@@ -62,8 +62,8 @@ def test_schema_marks_written_tensors():
 
 def test_roles_follow_constness():
     k = cj.jit(AXPY)
-    assert k._op_roles == ("output", "input", "input", "scalar")
-    assert cj.jit(FIVE_OUT)._op_roles == ("output",) * 5 + ("input", "scalar")
+    assert k._parts.op_roles == ("output", "input", "input", "scalar")
+    assert cj.jit(FIVE_OUT)._parts.op_roles == ("output",) * 5 + ("input", "scalar")
 
 
 def test_script_object_identity():

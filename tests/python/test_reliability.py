@@ -316,22 +316,6 @@ def test_pickle_from_another_kernel_is_not_adopted():
     assert kernel.signatures == []
 
 
-@pytest.mark.parametrize("reflection", [True, False], ids=["with-reflection", "before-reflection"])
-def test_pickles_from_before_the_definition_state_still_load(reflection):
-    # Earlier releases pickled (version, source, filename, name, options, extensions,
-    # compiled[, reflection]); such pickles still load and adopt their code.
-    from torch_cudajit._kernel import _rebuild_kernel
-    _, args = _pickled_scale()
-    k = cj.jit(SCALE)
-    options = dict(options=[], std="c++17", debug=False, lineinfo=False, template_args="")
-    old = (args[0], SCALE, "kernel.cu", "scale", options, (), args[3])
-    extra = (cj._C.Program(SCALE).reflection,) if reflection else ()
-    kernel = _rebuild_kernel(*old, *extra)
-    assert len(kernel.signatures) == 1
-    assert kernel.options["cache"] is True and kernel.options["cooperative"] is None
-    assert kernel._definition.fingerprint == k._definition.fingerprint
-
-
 def test_pickle_round_trip_still_adopts():
     reducer, args = _pickled_scale()
     with warnings.catch_warnings():

@@ -195,7 +195,7 @@ def test_forall_gives_elementwise_whole_vectors_per_thread(device, dtype, size):
     args = forall_axpy(k, n, dtype, device)
     grid, block, virtual_blocks, *_ = k._core.forall_shape(args, n)
     assert grid == -(-n // (per_thread * block)) and virtual_blocks == 0, (grid, block, per_thread)
-    assert ("forall", n, None, 0) in k._launchers
+    assert ("forall", n, None, 0) in k._launch.launchers
 
 
 @pytest.mark.gpu

@@ -144,7 +144,7 @@ def test_tensors_for_numbers_must_be_0d_floating_cpu(value, what):
     with pytest.raises(TypeError, match=r"parameter 'a' of kernel 'accumulate' takes a number on "
                                         r"the op path \(torch.compile, TorchScript\), or a 0-d "
                                         r"floating-point CPU tensor; got " + what):
-        _OpLauncher(k, (1, 128))(torch.randn(N), torch.randn(N), value, N)
+        _OpLauncher(k._parts, (1, 128))(torch.randn(N), torch.randn(N), value, N)
 
 
 def test_changing_floats_stay_on_the_cpu_whatever_the_default_device():
@@ -169,7 +169,7 @@ def test_ints_below_the_symint_range_are_refused():
     k = cj.jit(ACCUMULATE)
     with pytest.raises(ValueError, match=r"parameter 'n' of kernel 'accumulate': the op path takes ints "
                                          r"from -2\^62 up, got -9223372036854775808"):
-        _OpLauncher(k, (1, 128))(torch.randn(N), torch.randn(N), 1.0, -(1 << 63))
+        _OpLauncher(k._parts, (1, 128))(torch.randn(N), torch.randn(N), 1.0, -(1 << 63))
 
 
 def test_launch_short_form_checks_its_arguments():
