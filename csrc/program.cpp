@@ -284,13 +284,16 @@ CompiledProgram Program::compile(const GeneratedSource& generated,
   out.target = std::move(arguments.target);
   out.options = std::move(arguments.options);
   g_compiles++;
+  // Resolved before the program is made: the destructor below must not throw.
+  const auto destroy_program = detail::nvrtc().nvrtcDestroyProgram.get();
   nvrtcProgram prog = nullptr;
   CJ_CHECK(nvrtcCreateProgram, &prog, generated.text.c_str(), filename_.c_str(), 0, nullptr,
            nullptr);
   struct Destroy {
+    decltype(destroy_program) destroy;
     nvrtcProgram* p;
-    ~Destroy() { detail::nvrtc().nvrtcDestroyProgram(p); }
-  } destroy{&prog};
+    ~Destroy() { destroy(p); }
+  } destroy{destroy_program, &prog};
   for (const auto& inst : generated.instantiations) {
     CJ_CHECK(nvrtcAddNameExpression, prog, inst.kernel_expression.c_str());
     for (const auto& p : inst.probe_expressions)
