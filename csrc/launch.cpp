@@ -159,8 +159,8 @@ int64_t tasks_per_thread(TaskLoop loop, const SpecKey& key, int64_t tasks, int64
     widest = std::max(widest, type_size(a.dtype));
     bytes_per_task += type_size(a.dtype);
   }
-  if (widest == 0 || widest >= 16) return 1;
-  const auto lanes = static_cast<int64_t>(16 / widest);
+  if (widest == 0 || widest >= cj::abi::kVectorBytes) return 1;
+  const auto lanes = static_cast<int64_t>(cj::abi::kVectorBytes / widest);
   // tasks * bytes_per_task without overflow: every tensor holds at most INT64_MAX bytes.
   const bool streams = tasks > l2_bytes / static_cast<int64_t>(bytes_per_task);
   return streams ? lanes : kElementwiseVectors * lanes;
@@ -371,8 +371,8 @@ void Dispatcher::pack(const Specialization& spec, const Arg* args, size_t n, cha
         store(dst, device_address(t));
         const int64_t* sizes = t.sizes().data();
         const int64_t* strides = t.strides().data();
-        std::memcpy(dst + 8, sizes, 8u * slot.rank);
-        std::memcpy(dst + 8 + 8u * slot.rank, strides, 8u * slot.rank);
+        std::memcpy(dst + cj::abi::kArrayShapeOffset, sizes, 8u * slot.rank);
+        std::memcpy(dst + cj::abi::array_strides_offset(slot.rank), strides, 8u * slot.rank);
         break;
       }
       case PackOp::kPointer: {

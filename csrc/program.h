@@ -4,6 +4,7 @@
 // the kernel.
 #pragma once
 
+#include "cj/abi.h"
 #include "dependencies.h"
 #include "headers.h"
 #include "reflection.h"
@@ -94,8 +95,8 @@ enum class TaskLoop : uint8_t {
   kElementwise,   ///< cj::elementwise alone: kElementwiseVectors 16-byte vectors per thread and step
 };
 
-/// The 16-byte vectors one cj::elementwise step moves per thread and array (its kUnroll).
-constexpr int kElementwiseVectors = 4;
+/// The 16-byte vectors one cj::elementwise step moves per thread and array (its unroll).
+using cj::abi::kElementwiseVectors;
 
 /// A reflected CUDA C++ source, ready to be compiled for any instantiations.
 class Program {

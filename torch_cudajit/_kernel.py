@@ -352,9 +352,10 @@ def _rebuild_kernel(version, source, filename, name, options, extensions, compil
     except (TypeError, ValueError):  # pickled before the reflection was kept, or not for this source
         program = _C.Program(source, filename, list(options["options"]), options["std"])
     definition = _C.KernelDefinition(
-        program, name, list(options["options"]), options["std"], options["debug"],
-        options["lineinfo"], options["template_args"], options.get("cache", True),
-        list(options.get("link", ())), options.get("cooperative"))
+        program, name, options=list(options["options"]), std=options["std"],
+        debug=options["debug"], lineinfo=options["lineinfo"],
+        template_args=options["template_args"], cache=options.get("cache", True),
+        link=list(options.get("link", ())), cooperative=options.get("cooperative"))
     return _adopt_pickled(Kernel(definition, extensions), version, compiled)
 
 

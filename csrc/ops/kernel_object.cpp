@@ -48,17 +48,27 @@ KernelObject::State KernelObject::state_from(const c10::IValue& pickled) {
   TORCH_CHECK_VALUE(pickled.isTuple(), "torch_cudajit: a pickled cudajit.Kernel holds a ",
                     pickled.tagKind(), ", expected a string (or a tuple); the archive is damaged.");
   const auto& f = pickled.toTupleRef().elements();
-  TORCH_CHECK_VALUE(f.size() == 11 || f.size() == 12, "torch_cudajit: a pickled cudajit.Kernel "
-                    "has ", f.size(), " fields, expected 12 (or 11 from before 0.3); the archive "
-                    "is damaged or from a newer torch_cudajit.");
-  auto strings = [](const c10::IValue& v) {
-    std::vector<std::string> out;
-    for (const auto& x : v.toListRef()) out.push_back(x.toStringRef());
-    return out;
-  };
-  return State(f[0].toStringRef(), f[1].toStringRef(), strings(f[2]), f[3].toStringRef(),
-               f[4].toBool(), f[5].toBool(), f[6].toStringRef(), f[7].toBool(), strings(f[8]),
-               f[9].toStringRef(), f[10].toInt(), f.size() == 12 ? f[11].toStringRef() : "");
+  constexpr size_t n = State::kFieldCount;
+  TORCH_CHECK_VALUE(f.size() == n || f.size() == n - 1, "torch_cudajit: a pickled cudajit.Kernel "
+                    "has ", f.size(), " fields, expected ", n, " (or ", n - 1, " from before 0.3); "
+                    "the archive is damaged or from a newer torch_cudajit.");
+  // The State's fields in order; the older tuples end before the reflection.
+  State s;
+  size_t i = 0;
+  s.for_each([&](const StateField&, auto& v) {
+    if (i == f.size()) return;
+    const c10::IValue& x = f[i++];
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, bool>)
+      v = x.toBool();
+    else if constexpr (std::is_same_v<T, int64_t>)
+      v = x.toInt();
+    else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+      for (const auto& item : x.toListRef()) v.push_back(item.toStringRef());
+    else
+      v = x.toStringRef();
+  });
+  return s;
 }
 
 namespace {
@@ -274,15 +284,8 @@ void ensure_kernel_class() {
         // torch.classes.cudajit.Kernel(source, name, options, std, debug, lineinfo,
         // template_args, cache, link, filename, cooperative): the State's fields but the
         // reflection, which the front end then reads.
-        .def(torch::init([](std::string source, std::string name, std::vector<std::string> options,
-                            std::string std, bool debug, bool lineinfo, std::string template_args,
-                            bool cache, std::vector<std::string> link, std::string filename,
-                            int64_t cooperative) {
-          return c10::make_intrusive<KernelObject>(KernelObject::State(
-              std::move(source), std::move(name), std::move(options), std::move(std), debug,
-              lineinfo, std::move(template_args), cache, std::move(link), std::move(filename),
-              cooperative, ""));
-        }))
+        .def(torch::init(with_state_args(
+            [](const KernelObject::State& s) { return c10::make_intrusive<KernelObject>(s); })))
         .def("name", [](const KernelPtr& k) { return k->name(); })
         .def("source", [](const KernelPtr& k) { return k->source(); })
         .def("fingerprint", [](const KernelPtr& k) { return k->fingerprint(); })

@@ -107,11 +107,10 @@ TEST(OpsTest, StateRoundTripsAndFingerprints) {
     return c10::IValue(l);
   };
   const auto tuple = [&](bool with_reflection) {
-    std::vector<c10::IValue> f = {std::get<0>(s), std::get<1>(s), list(std::get<2>(s)),
-                                  std::get<3>(s), std::get<4>(s), std::get<5>(s), std::get<6>(s),
-                                  std::get<7>(s), list(std::get<8>(s)), std::get<9>(s),
-                                  std::get<10>(s)};
-    if (with_reflection) f.push_back(std::get<11>(s));
+    std::vector<c10::IValue> f = {s.source, s.name, list(s.options), s.std, s.debug,
+                                  s.lineinfo, s.template_args, s.cache, list(s.link),
+                                  s.filename, s.cooperative};
+    if (with_reflection) f.push_back(std::string(s.reflection));
     return c10::IValue(c10::ivalue::Tuple::create(std::move(f)));
   };
   struct Case {
