@@ -56,6 +56,23 @@ constexpr bool derived_fields_last() {
 }
 static_assert(derived_fields_last(), "CJ_KERNEL_STATE_FIELDS: derived fields must come last");
 
+// fingerprint_of hashes places 1, 2, ... up to the first that no field takes.
+constexpr bool hash_places_are_one_to_n() {
+#define CJ_HASH_PLACE(type, name, hash, ...) hash,
+  const int places[] = {CJ_KERNEL_STATE_FIELDS(CJ_HASH_PLACE, CJ_HASH_PLACE, CJ_HASH_PLACE)};
+#undef CJ_HASH_PLACE
+  int hashed = 0;
+  for (int p : places) hashed += p > 0;
+  for (int want = 1; want <= hashed; ++want) {
+    int seen = 0;
+    for (int p : places) seen += p == want;
+    if (seen != 1) return false;
+  }
+  return true;
+}
+static_assert(hash_places_are_one_to_n(),
+              "CJ_KERNEL_STATE_FIELDS: the hashed fields take the places 1, 2, ... once each");
+
 // For the rows of CJ_KERNEL_STATE_FIELDS that a use skips.
 #define CJ_NOT_AN_OPTION(...)
 
@@ -102,7 +119,10 @@ void check_text(const char*, bool) {}
 void check_text(const char*, int64_t) {}
 
 void hash(Sha256& h, const char*, const std::string& v) { h.field(v); }
-void hash(Sha256& h, const char* tag, bool v) { h.field(v ? tag : ""); }
+void hash(Sha256& h, const char* tag, bool v) {
+  TORCH_INTERNAL_ASSERT(tag, "a hashed flag of CJ_KERNEL_STATE_FIELDS needs a tag");
+  h.field(v ? tag : "");
+}
 void hash(Sha256& h, const char*, int64_t v) { h.field(std::to_string(v)); }
 void hash(Sha256& h, const char* tag, const std::vector<std::string>& v) {
   for (const auto& item : v) {

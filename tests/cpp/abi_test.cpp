@@ -71,25 +71,27 @@ struct Fact {
   long long host;
 };
 
+// The offset of DebugRecord's `field` on both sides.
+#define CJ_RECORD_FIELD(field)                                                                \
+  Fact {                                                                                      \
+    "debug record " #field, "CJ_ABI_OFFSETOF(CjDebugRecord, " #field ")",                     \
+        offsetof(DebugRecord, field)                                                          \
+  }
+
 std::vector<Fact> host_facts() {
   std::vector<Fact> facts = {
       {"debug record size", "sizeof(CjDebugRecord)", sizeof(DebugRecord)},
       {"debug record alignment", "alignof(CjDebugRecord)", alignof(DebugRecord)},
-      {"debug record kind", "CJ_ABI_OFFSETOF(CjDebugRecord, kind)", offsetof(DebugRecord, kind)},
-      {"debug record line", "CJ_ABI_OFFSETOF(CjDebugRecord, line)", offsetof(DebugRecord, line)},
-      {"debug record thread", "CJ_ABI_OFFSETOF(CjDebugRecord, thread)",
-       offsetof(DebugRecord, thread)},
-      {"debug record block", "CJ_ABI_OFFSETOF(CjDebugRecord, block)",
-       offsetof(DebugRecord, block)},
-      {"debug record dim", "CJ_ABI_OFFSETOF(CjDebugRecord, dim)", offsetof(DebugRecord, dim)},
-      {"debug record rank", "CJ_ABI_OFFSETOF(CjDebugRecord, rank)", offsetof(DebugRecord, rank)},
-      {"debug record index", "CJ_ABI_OFFSETOF(CjDebugRecord, index)",
-       offsetof(DebugRecord, index)},
-      {"debug record shape", "CJ_ABI_OFFSETOF(CjDebugRecord, shape)",
-       offsetof(DebugRecord, shape)},
-      {"debug record file", "CJ_ABI_OFFSETOF(CjDebugRecord, file)", offsetof(DebugRecord, file)},
-      {"debug record message", "CJ_ABI_OFFSETOF(CjDebugRecord, message)",
-       offsetof(DebugRecord, message)},
+      CJ_RECORD_FIELD(kind),
+      CJ_RECORD_FIELD(line),
+      CJ_RECORD_FIELD(thread),
+      CJ_RECORD_FIELD(block),
+      CJ_RECORD_FIELD(dim),
+      CJ_RECORD_FIELD(rank),
+      CJ_RECORD_FIELD(index),
+      CJ_RECORD_FIELD(shape),
+      CJ_RECORD_FIELD(file),
+      CJ_RECORD_FIELD(message),
       {"debug shape capacity", "sizeof(CjDebugRecord().shape) / 8", cj::abi::kDebugShapeDims},
       {"virtual block threads", "::cj::detail::kVirtualBlockThreads", kVirtualBlockThreads},
       {"elementwise vectors", "::cj::abi::kElementwiseVectors", kElementwiseVectors},
