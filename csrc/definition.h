@@ -47,8 +47,9 @@ struct StateBytes : std::string {
 /// is the field's place in the fingerprint (0: not hashed on its own: the program's digest stands
 /// for source and file name, and the cache flag and the reflection do not define the kernel);
 /// `tag` is what the fingerprint hashes for a set flag, or before each item of a list (nullptr:
-/// nothing). Adding an option is one OPTION row before the derived fields (and the format's
-/// version in definition.cpp, since older strings lack the field).
+/// nothing). Adding an option is one OPTION row before the derived fields; the encoding then
+/// gains the field, so strings written before it need a new kStateFormat version (definition.cpp)
+/// that decode tells apart.
 #define CJ_KERNEL_STATE_FIELDS(SOURCE, OPTION, DERIVED)                                      \
   SOURCE(std::string, source, 0, nullptr)                                                    \
   SOURCE(std::string, name, 1, nullptr)                                                      \
@@ -68,8 +69,6 @@ struct StateField {
   const char* name;
   int hash;         ///< its place in the fingerprint, 0 for none
   const char* tag;  ///< hashed for a set flag or before each list item (nullptr: nothing)
-  bool option;      ///< a KernelOptions member
-  bool derived;     ///< read from the source
 };
 
 /// How one parameter binds to arguments, read from its declaration once so that computing a
@@ -113,14 +112,9 @@ class KernelDefinition {
    private:
     template <class S, class F>
     static void visit(S& s, F& f) {
-#define CJ_STATE_SOURCE(type, name, hash, tag) f(StateField{#name, hash, tag, false, false}, s.name);
-#define CJ_STATE_OPTION(type, name, hash, tag, member) \
-  f(StateField{#name, hash, tag, true, false}, s.name);
-#define CJ_STATE_DERIVED(type, name, hash, tag) f(StateField{#name, hash, tag, false, true}, s.name);
-      CJ_KERNEL_STATE_FIELDS(CJ_STATE_SOURCE, CJ_STATE_OPTION, CJ_STATE_DERIVED)
-#undef CJ_STATE_SOURCE
-#undef CJ_STATE_OPTION
-#undef CJ_STATE_DERIVED
+#define CJ_STATE_VISIT(type, name, hash, tag, ...) f(StateField{#name, hash, tag}, s.name);
+      CJ_KERNEL_STATE_FIELDS(CJ_STATE_VISIT, CJ_STATE_VISIT, CJ_STATE_VISIT)
+#undef CJ_STATE_VISIT
     }
   };
 
@@ -189,11 +183,11 @@ class KernelDefinition {
 
 namespace detail {
 template <class... T>
-struct TypeList {};
-template <class List>
+struct StateTypes {};
+template <class Types>
 struct StateArgs;
 template <class... T>
-struct StateArgs<TypeList<void, T...>> {
+struct StateArgs<StateTypes<void, T...>> {
   template <class F>
   static auto bind(F f) {
     return [f = std::move(f)](T... fields) {
@@ -203,9 +197,9 @@ struct StateArgs<TypeList<void, T...>> {
 };
 #define CJ_STATE_ARG_TYPE(type, ...) , type
 #define CJ_STATE_NO_ARG(...)
-/// TypeList<void, the types of the State's fields but the derived ones>.
-using StateArgTypes = TypeList<void CJ_KERNEL_STATE_FIELDS(CJ_STATE_ARG_TYPE, CJ_STATE_ARG_TYPE,
-                                                           CJ_STATE_NO_ARG)>;
+/// StateTypes<void, the types of the State's fields but the derived ones>.
+using StateArgTypes = StateTypes<void CJ_KERNEL_STATE_FIELDS(CJ_STATE_ARG_TYPE, CJ_STATE_ARG_TYPE,
+                                                             CJ_STATE_NO_ARG)>;
 #undef CJ_STATE_ARG_TYPE
 #undef CJ_STATE_NO_ARG
 }  // namespace detail

@@ -41,6 +41,7 @@ static_assert(cj::abi::array_bytes(2) == cj::abi::array_strides_offset(2) + 2 * 
 struct Compiled {
   bool ok;
   std::string log;
+  std::string ptx;
 };
 
 Compiled nvrtc_compile(const std::string& text) {
@@ -61,7 +62,13 @@ Compiled nvrtc_compile(const std::string& text) {
   CJ_CHECK(nvrtcGetProgramLogSize, prog, &size);
   std::string log(size, '\0');
   if (size > 0) CJ_CHECK(nvrtcGetProgramLog, prog, &log[0]);
-  return {result == NVRTC_SUCCESS, log};
+  std::string ptx;
+  if (result == NVRTC_SUCCESS) {
+    CJ_CHECK(nvrtcGetPTXSize, prog, &size);
+    ptx.resize(size);
+    CJ_CHECK(nvrtcGetPTX, prog, &ptx[0]);
+  }
+  return {result == NVRTC_SUCCESS, log, ptx};
 }
 
 // One device static_assert: `device` must equal the host's value.
@@ -151,6 +158,20 @@ TEST(AbiTest, DeviceHeadersAgreeWithTheHost) {
   const std::vector<Fact> facts = host_facts();
   const Compiled c = nvrtc_compile(check_program(facts));
   EXPECT_TRUE(c.ok) << c.log;
+}
+
+TEST(AbiTest, ConstantsAreNotEmittedIntoModules) {
+  // A namespace-scope variable would be a module global named differently by every compile, so
+  // that the same kernel would compile to different code.
+  const Compiled c = nvrtc_compile(
+      "#include <cj/cj.cuh>\n"
+      "__global__ void k(cj::Array<float, 2> a, int* p) {\n"
+      "  a(0, 0) = ::cj::abi::kVectorBytes + ::cj::abi::kElementwiseVectors +\n"
+      "            ::cj::abi::kDebugShapeDims + ::cj::abi::array_bytes(p[0]);\n"
+      "  cj_assert(p[1], \"message\");\n"
+      "}\n");
+  ASSERT_TRUE(c.ok) << c.log;
+  EXPECT_EQ(c.ptx.find("3abi"), std::string::npos) << c.ptx;
 }
 
 TEST(AbiTest, ADisagreementFailsToCompile) {

@@ -3,6 +3,8 @@
 // argument and the debug record a kernel writes. Each is defined here once and both sides use
 // it. Plain C++11 with no includes, so that NVRTC, libclang's front end and the host compiler
 // all read the same text; the static_asserts at the end check the layouts on every side.
+// Constants are enumerators, never variables: a namespace-scope variable would be emitted into
+// every module under a name that differs from compile to compile, and the compiled code with it.
 #pragma once
 
 namespace cj {
@@ -10,17 +12,17 @@ namespace abi {
 
 // --- Launch constants ------------------------------------------------------------------------
 
-/// The bytes of one vector access: cj::Array::load/store and cj::elementwise move vectors of at
-/// most this many bytes, and kLayoutAligned16 says a data pointer is a multiple of it.
-constexpr int kVectorBytes = 16;
-
-/// The vectors one step of cj::elementwise's loop moves per thread and array (its unroll); a
-/// forall launch of such a kernel gives each thread one step.
-constexpr int kElementwiseVectors = 4;
-
-/// The block size of every virtual-grid launch of forall (csrc/virtual_grid.h), a constant of
-/// the compiled variant (cj::detail::kVirtualBlockThreads).
-constexpr int kVirtualBlockThreads = 256;
+enum LaunchConstants : int {
+  /// The bytes of one vector access: cj::Array::load/store and cj::elementwise move vectors of
+  /// at most this many bytes, and kLayoutAligned16 says a data pointer is a multiple of it.
+  kVectorBytes = 16,
+  /// The vectors one step of cj::elementwise's loop moves per thread and array (its unroll); a
+  /// forall launch of such a kernel gives each thread one step.
+  kElementwiseVectors = 4,
+  /// The block size of every virtual-grid launch of forall (csrc/virtual_grid.h), a constant of
+  /// the compiled variant (cj::detail::kVirtualBlockThreads).
+  kVirtualBlockThreads = 256,
+};
 
 // --- Type codes --------------------------------------------------------------------------------
 
@@ -69,7 +71,7 @@ enum LayoutBits : int {
 /// Where the extents of a cj::Array<T, N> argument start: after its 8-byte data pointer. The
 /// extents, then the strides (in elements), are N 8-byte integers each; rank 0 has only the
 /// pointer.
-constexpr unsigned int kArrayShapeOffset = 8;
+enum ArrayLayout : unsigned int { kArrayShapeOffset = 8 };
 /// Where the strides of a cj::Array of rank `rank` start.
 CJ_ABI_FUNCTION constexpr unsigned int array_strides_offset(int rank) { return kArrayShapeOffset + 8u * rank; }
 /// The bytes of a cj::Array argument of rank `rank`.
@@ -84,14 +86,16 @@ enum DebugKind : unsigned int {
   kDebugAssert = 2,   ///< a cj_assert failed
 };
 
-/// The extents a bounds failure records (the first ones of a larger rank).
-constexpr int kDebugShapeDims = 8;
-/// The bytes of the file name a failure records, with its terminating zero.
-constexpr int kDebugFileBytes = 128;
-/// The bytes of a cj_assert failure's text, with its terminating zero.
-constexpr int kDebugMessageBytes = 256;
-/// Separates a failed cj_assert's condition from its message in DebugRecord::message.
-constexpr char kDebugMessageSeparator = '\x1f';
+enum DebugSizes : int {
+  /// The extents a bounds failure records (the first ones of a larger rank).
+  kDebugShapeDims = 8,
+  /// The bytes of the file name a failure records, with its terminating zero.
+  kDebugFileBytes = 128,
+  /// The bytes of a cj_assert failure's text, with its terminating zero.
+  kDebugMessageBytes = 256,
+  /// Separates a failed cj_assert's condition from its message in DebugRecord::message.
+  kDebugMessageSeparator = 0x1f,
+};
 
 /// Debug mode (jit(..., debug=True)): the first failed bounds check or cj_assert of a launch,
 /// which the kernel writes into its global cj_debug_record and the host reads after the launch.
