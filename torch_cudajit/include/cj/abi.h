@@ -12,6 +12,7 @@ namespace abi {
 
 // --- Launch constants ------------------------------------------------------------------------
 
+/// What the host's launch choices and the device's loops assume alike.
 enum LaunchConstants : int {
   /// The bytes of one vector access: cj::Array::load/store and cj::elementwise move vectors of
   /// at most this many bytes, and kLayoutAligned16 says a data pointer is a multiple of it.
@@ -86,6 +87,7 @@ enum DebugKind : unsigned int {
   kDebugAssert = 2,   ///< a cj_assert failed
 };
 
+/// The capacities of DebugRecord's arrays, and the separator of its message.
 enum DebugSizes : int {
   /// The extents a bounds failure records (the first ones of a larger rank).
   kDebugShapeDims = 8,
