@@ -3,6 +3,7 @@
 // the host reads it and raises KernelAssertionError naming the kernel, the place and the index.
 #include "launch.h"
 
+#include "cj/abi.h"
 #include "cuda_api.h"
 
 #include <algorithm>
@@ -12,20 +13,8 @@ namespace torch_cudajit {
 
 namespace {
 
-// The device's CjDebugRecord (torch_cudajit/include/cj/cj.cuh), field for field.
-struct DebugRecord {
-  uint32_t kind;
-  uint32_t line;
-  uint32_t thread[3];
-  uint32_t block[3];
-  int32_t dim;
-  int32_t rank;
-  int64_t index;
-  int64_t shape[8];
-  char file[128];
-  char message[256];
-};
-static_assert(sizeof(DebugRecord) == 496, "DebugRecord must match CjDebugRecord in cj.cuh");
+// The record the kernel writes (cj/abi.h, which checks its layout on both sides).
+using cj::abi::DebugRecord;
 
 }  // namespace
 
@@ -65,8 +54,8 @@ void detail::check_debug_record(const std::string& kernel, CUdeviceptr ptr, size
         << ")";
   std::ostringstream os;
   std::vector<int64_t> shape;
-  if (r.kind == 1) {
-    const int rank = std::max(0, std::min<int>(r.rank, 8));
+  if (r.kind == cj::abi::kDebugBounds) {
+    const int rank = std::max(0, std::min<int>(r.rank, cj::abi::kDebugShapeDims));
     shape.assign(r.shape, r.shape + rank);
     os << "torch_cudajit: kernel '" << kernel << "' indexed out of bounds at " << where.str()
        << ": index " << r.index << " is outside dimension " << r.dim << " of size "
@@ -75,7 +64,7 @@ void detail::check_debug_record(const std::string& kernel, CUdeviceptr ptr, size
     os << "]. The access was not performed; the CUDA context is still usable.";
   } else {
     std::string text(r.message);
-    const size_t sep = text.find('\x1f');
+    const size_t sep = text.find(cj::abi::kDebugMessageSeparator);
     const std::string condition = sep == std::string::npos ? text : text.substr(0, sep);
     const std::string message = sep == std::string::npos ? "" : text.substr(sep + 1);
     os << "torch_cudajit: kernel '" << kernel << "' failed cj_assert(" << condition
@@ -84,7 +73,7 @@ void detail::check_debug_record(const std::string& kernel, CUdeviceptr ptr, size
   }
   throw KernelAssertionError(os.str(), kernel, r.file, static_cast<int>(r.line),
                              {r.thread[0], r.thread[1], r.thread[2]},
-                             {r.block[0], r.block[1], r.block[2]}, r.kind == 1, r.index, r.dim,
+                             {r.block[0], r.block[1], r.block[2]}, r.kind == cj::abi::kDebugBounds, r.index, r.dim,
                              std::move(shape));
 }
 

@@ -43,6 +43,112 @@ std::string effective_std(const Program& program, const std::string& requested) 
 constexpr const char* kStateFormat = "torch_cudajit kernel 1";
 constexpr const char* kStateWhat = "a pickled cudajit.Kernel";
 
+using State = KernelDefinition::State;
+
+// with_state_args fills a State from its leading fields.
+constexpr bool derived_fields_last() {
+  bool derived = false, last = true;
+#define CJ_CHECK_NOT_AFTER_DERIVED(...) last = last && !derived;
+#define CJ_SEE_DERIVED(...) derived = true;
+  CJ_KERNEL_STATE_FIELDS(CJ_CHECK_NOT_AFTER_DERIVED, CJ_CHECK_NOT_AFTER_DERIVED, CJ_SEE_DERIVED)
+#undef CJ_CHECK_NOT_AFTER_DERIVED
+#undef CJ_SEE_DERIVED
+  return last;
+}
+static_assert(derived_fields_last(), "CJ_KERNEL_STATE_FIELDS: derived fields must come last");
+
+// fingerprint_of hashes places 1, 2, ... up to the first that no field takes.
+constexpr bool hash_places_are_one_to_n() {
+#define CJ_HASH_PLACE(type, name, hash, ...) hash,
+  const int places[] = {CJ_KERNEL_STATE_FIELDS(CJ_HASH_PLACE, CJ_HASH_PLACE, CJ_HASH_PLACE)};
+#undef CJ_HASH_PLACE
+  int hashed = 0;
+  for (int p : places) hashed += p > 0;
+  for (int want = 1; want <= hashed; ++want) {
+    int seen = 0;
+    for (int p : places) seen += p == want;
+    if (seen != 1) return false;
+  }
+  return true;
+}
+static_assert(hash_places_are_one_to_n(),
+              "CJ_KERNEL_STATE_FIELDS: the hashed fields take the places 1, 2, ... once each");
+
+// For the rows of CJ_KERNEL_STATE_FIELDS that a use skips.
+#define CJ_NOT_AN_OPTION(...)
+
+// The fields the options and the declaration hold: everything but the program's.
+State state_of(const KernelOptions& o, const std::string& requested_std, const std::string& kernel) {
+  State s;
+#define CJ_STATE_FROM_OPTION(type, name, hash, tag, member) s.name = o.member;
+  CJ_KERNEL_STATE_FIELDS(CJ_NOT_AN_OPTION, CJ_STATE_FROM_OPTION, CJ_NOT_AN_OPTION)
+#undef CJ_STATE_FROM_OPTION
+  s.std = requested_std;  // o.compile.std is the effective standard
+  s.name = kernel;
+  return s;
+}
+
+// Encoding: each field is one "<length>:<bytes>" field (a flag "0" or "1", a number in decimal
+// digits), a list its count and then its items.
+void put(detail::Writer& w, const std::string& v) { w << v; }
+void put(detail::Writer& w, bool v) { w << v; }
+void put(detail::Writer& w, int64_t v) { w << std::to_string(v); }
+void put(detail::Writer& w, const std::vector<std::string>& v) {
+  w << v.size();
+  for (const auto& item : v) w << item;
+}
+
+void get(detail::Reader& r, std::string& v) { v = r.text(); }
+void get(detail::Reader& r, bool& v) { v = r.flag(); }
+void get(detail::Reader& r, int64_t& v) { v = r.integer(); }
+void get(detail::Reader& r, std::vector<std::string>& v) {
+  v.resize(r.count(2));  // an item takes at least "0:"
+  for (auto& item : v) item = r.text();
+}
+
+// Every text field was written from text (Python strings): bytes that are not UTF-8 are damage,
+// and must not reach messages or names. The reflection is bytes.
+void check_text(const char* field, const std::string& t) {
+  TORCH_CHECK_VALUE(detail::utf8_text(t) == t, "torch_cudajit: ", kStateWhat, " has text that "
+                    "is not UTF-8 in its field '", field, "'; it is damaged.");
+}
+void check_text(const char* field, const std::vector<std::string>& v) {
+  for (const auto& t : v) check_text(field, t);
+}
+void check_text(const char*, const StateBytes&) {}
+void check_text(const char*, bool) {}
+void check_text(const char*, int64_t) {}
+
+void hash(Sha256& h, const char*, const std::string& v) { h.field(v); }
+void hash(Sha256& h, const char* tag, bool v) {
+  TORCH_INTERNAL_ASSERT(tag, "a hashed flag of CJ_KERNEL_STATE_FIELDS needs a tag");
+  h.field(v ? tag : "");
+}
+void hash(Sha256& h, const char*, int64_t v) { h.field(std::to_string(v)); }
+void hash(Sha256& h, const char* tag, const std::vector<std::string>& v) {
+  for (const auto& item : v) {
+    if (tag) h.field(tag);
+    h.field(item);
+  }
+}
+
+// The program's digest (which stands for its source and file name), then the hashed fields in
+// their places (StateField::hash: 1, 2, ...).
+std::string fingerprint_of(const std::string& program_digest, const State& s) {
+  Sha256 h;
+  h.field(program_digest);
+  for (int place = 1;; ++place) {
+    bool found = false;
+    s.for_each([&](const StateField& f, const auto& v) {
+      if (f.hash != place) return;
+      hash(h, f.tag, v);
+      found = true;
+    });
+    if (!found) break;
+  }
+  return h.hex_digest().substr(0, 16);
+}
+
 }  // namespace
 
 KernelDefinition::KernelDefinition(std::shared_ptr<const Program> program,
@@ -70,14 +176,7 @@ KernelDefinition::KernelDefinition(std::shared_ptr<const Program> program,
   else
     virtual_grid_refusal_ =
         torch_cudajit::virtual_grid_refusal(*program_, decl_->name, options_.compile);
-  Sha256 h;
-  // The program's digest stands for its source and file name (hashed once per program).
-  h.field(program_->digest()).field(decl_->name).field(requested_std_).field(options_.template_args);
-  h.field(options_.compile.debug ? "debug" : "").field(options_.compile.lineinfo ? "lineinfo" : "");
-  h.field(std::to_string(options_.cooperative));
-  for (const auto& opt : options_.compile.extra) h.field(opt);
-  for (const auto& file : options_.compile.link) h.field("link").field(file);
-  fingerprint_ = h.hex_digest().substr(0, 16);
+  fingerprint_ = fingerprint_of(program_->digest(), state_of(options_, requested_std_, decl_->name));
 }
 
 std::shared_ptr<const KernelDefinition> KernelDefinition::from_source(std::string source,
@@ -91,41 +190,33 @@ std::shared_ptr<const KernelDefinition> KernelDefinition::from_source(std::strin
 
 KernelOptions KernelDefinition::options_of(const State& s) {
   KernelOptions o;
-  o.compile.extra = std::get<2>(s);
-  o.compile.std = std::get<3>(s);
-  o.compile.debug = std::get<4>(s);
-  o.compile.lineinfo = std::get<5>(s);
-  o.template_args = std::get<6>(s);
-  o.cache = std::get<7>(s);
-  o.compile.link = std::get<8>(s);
-  o.cooperative = static_cast<int>(std::get<10>(s));
+#define CJ_OPTION_FROM_STATE(type, name, hash, tag, member) \
+  o.member = static_cast<decltype(o.member)>(s.name);
+  CJ_KERNEL_STATE_FIELDS(CJ_NOT_AN_OPTION, CJ_OPTION_FROM_STATE, CJ_NOT_AN_OPTION)
+#undef CJ_OPTION_FROM_STATE
   return o;
 }
 
 std::shared_ptr<const KernelDefinition> KernelDefinition::from_state(const State& s) {
   KernelOptions options = options_of(s);
-  TORCH_CHECK_VALUE(!std::get<11>(s).empty(), "torch_cudajit: ", kStateWhat, " has no "
+  TORCH_CHECK_VALUE(!s.reflection.empty(), "torch_cudajit: ", kStateWhat, " has no "
                     "reflection; it is damaged. Pickle or script the kernel again.");
-  auto program = load_program(std::get<0>(s), std::get<9>(s), std::get<11>(s), options.cache);
-  return std::make_shared<const KernelDefinition>(std::move(program), std::get<1>(s),
-                                                  std::move(options));
+  auto program = load_program(s.source, s.filename, s.reflection, options.cache);
+  return std::make_shared<const KernelDefinition>(std::move(program), s.name, std::move(options));
 }
 
 KernelDefinition::State KernelDefinition::state() const {
-  const CompileOptions& c = options_.compile;
-  return State(program_->source(), decl_->name, c.extra, requested_std_, c.debug, c.lineinfo,
-               options_.template_args, options_.cache, c.link, program_->filename(),
-               options_.cooperative, program_->reflection());
+  State s = state_of(options_, requested_std_, decl_->name);
+  s.source = program_->source();
+  s.filename = program_->filename();
+  s.reflection = program_->reflection();
+  return s;
 }
 
 std::string KernelDefinition::encode(const State& s) {
   detail::Writer w;
-  w << std::string(kStateFormat) << std::get<0>(s) << std::get<1>(s) << std::get<2>(s).size();
-  for (const auto& o : std::get<2>(s)) w << o;
-  w << std::get<3>(s) << std::get<4>(s) << std::get<5>(s) << std::get<6>(s) << std::get<7>(s)
-    << std::get<8>(s).size();
-  for (const auto& f : std::get<8>(s)) w << f;
-  w << std::get<9>(s) << std::to_string(std::get<10>(s)) << std::get<11>(s);
+  w << std::string(kStateFormat);
+  s.for_each([&](const StateField&, const auto& v) { put(w, v); });
   return w.take();
 }
 
@@ -136,38 +227,16 @@ KernelDefinition::State KernelDefinition::decode(const std::string& bytes) {
                     detail::utf8_text(format.substr(0, 64)), "', expected '", kStateFormat,
                     "'; it is damaged or from a newer torch_cudajit.");
   State s;
-  std::get<0>(s) = r.text();
-  std::get<1>(s) = r.text();
-  std::get<2>(s).resize(r.count(2));
-  for (auto& o : std::get<2>(s)) o = r.text();
-  std::get<3>(s) = r.text();
-  std::get<4>(s) = r.flag();
-  std::get<5>(s) = r.flag();
-  std::get<6>(s) = r.text();
-  std::get<7>(s) = r.flag();
-  std::get<8>(s).resize(r.count(2));
-  for (auto& f : std::get<8>(s)) f = r.text();
-  std::get<9>(s) = r.text();
-  std::get<10>(s) = r.integer();
-  TORCH_CHECK_VALUE(std::get<10>(s) >= -1 && std::get<10>(s) <= 1, "torch_cudajit: ", kStateWhat,
-                    " has cooperative = ", std::get<10>(s), ", expected -1, 0 or 1; it is "
-                    "damaged.");
-  std::get<11>(s) = r.text();
+  s.for_each([&](const StateField& f, auto& v) {
+    r.field(f.name);
+    get(r, v);
+    check_text(f.name, v);
+  });
+  r.field(nullptr);
+  TORCH_CHECK_VALUE(s.cooperative >= -1 && s.cooperative <= 1, "torch_cudajit: ", kStateWhat,
+                    " has cooperative = ", s.cooperative, ", expected -1, 0 or 1; it is damaged.");
   TORCH_CHECK_VALUE(r.done(), "torch_cudajit: ", kStateWhat, " has trailing bytes; it is "
                     "damaged.");
-  // Every text field was written from text (Python strings): bytes that are not UTF-8 are
-  // damage, and must not reach messages or names.
-  auto check_text = [](const std::string& t, const char* field) {
-    TORCH_CHECK_VALUE(detail::utf8_text(t) == t, "torch_cudajit: ", kStateWhat, " has a ", field,
-                      " that is not UTF-8 text; it is damaged.");
-  };
-  check_text(std::get<0>(s), "source");
-  check_text(std::get<1>(s), "kernel name");
-  for (const auto& o : std::get<2>(s)) check_text(o, "compile option");
-  check_text(std::get<3>(s), "language standard");
-  check_text(std::get<6>(s), "template argument list");
-  for (const auto& f : std::get<8>(s)) check_text(f, "link file name");
-  check_text(std::get<9>(s), "file name");
   return s;
 }
 

@@ -11,7 +11,7 @@
 
 #include <memory>
 #include <string>
-#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace torch_cudajit {
@@ -28,6 +28,49 @@ struct KernelOptions {
   std::shared_ptr<const CompiledProgram> prebuilt;
 };
 
+/// Binary data in a KernelDefinition::State (the reflection): kept byte for byte, where every
+/// other string of a State is UTF-8 text; bytes in Python.
+struct StateBytes : std::string {
+  using std::string::string;
+  StateBytes() = default;
+  StateBytes(std::string bytes) : std::string(std::move(bytes)) {}  // NOLINT: implicit on purpose
+};
+
+/// The fields of KernelDefinition::State, in the order they are encoded: the one list that
+/// encoding, decoding, the fingerprint, the Python dict, the tuples of old TorchScript archives
+/// and the constructors all follow. A row is
+///   SOURCE(type, name, hash, tag): what the kernel is (its source, name and file name);
+///   OPTION(type, name, hash, tag, member): a KernelOptions member;
+///   DERIVED(type, name, hash, tag): read from the source, kept so that loading reads no source
+///     (derived fields come last: torch.classes.cudajit.Kernel(...) takes the others in order).
+/// `name` is the State's member, its key in Python and its argument name in TorchScript; `hash`
+/// is the field's place in the fingerprint (0: not hashed on its own: the program's digest stands
+/// for source and file name, and the cache flag and the reflection do not define the kernel);
+/// `tag` is what the fingerprint hashes for a set flag, or before each item of a list (nullptr:
+/// nothing). Adding an option is one OPTION row before the derived fields; the encoding then
+/// gains the field, so strings written before it need a new kStateFormat version (definition.cpp)
+/// that decode tells apart.
+#define CJ_KERNEL_STATE_FIELDS(SOURCE, OPTION, DERIVED)                                      \
+  SOURCE(std::string, source, 0, nullptr)                                                    \
+  SOURCE(std::string, name, 1, nullptr)                                                      \
+  OPTION(std::vector<std::string>, options, 7, nullptr, compile.extra)                       \
+  OPTION(std::string, std, 2, nullptr, compile.std)                                          \
+  OPTION(bool, debug, 4, "debug", compile.debug)                                             \
+  OPTION(bool, lineinfo, 5, "lineinfo", compile.lineinfo)                                    \
+  OPTION(std::string, template_args, 3, nullptr, template_args)                              \
+  OPTION(bool, cache, 0, nullptr, cache)                                                     \
+  OPTION(std::vector<std::string>, link, 8, "link", compile.link)                            \
+  SOURCE(std::string, filename, 0, nullptr)                                                  \
+  OPTION(int64_t, cooperative, 6, nullptr, cooperative)                                      \
+  DERIVED(::torch_cudajit::StateBytes, reflection, 0, nullptr)
+
+/// What the field list says about one field.
+struct StateField {
+  const char* name;
+  int hash;         ///< its place in the fingerprint, 0 for none
+  const char* tag;  ///< hashed for a set flag or before each list item (nullptr: nothing)
+};
+
 /// How one parameter binds to arguments, read from its declaration once so that computing a
 /// call's key parses nothing.
 struct ParamBinding {
@@ -42,13 +85,38 @@ struct ParamBinding {
 /// One kernel of a Program with its options: what every launch path shares.
 class KernelDefinition {
  public:
-  /// What a definition pickles as: source, name, NVRTC options, C++ standard, debug, lineinfo,
-  /// explicit template arguments, use of the disk cache, files linked in, source file name,
-  /// cooperative launch (-1: detected from the source, 0/1: forced), and the source's
-  /// reflection (Program::reflection), so that loading runs no front end.
-  using State = std::tuple<std::string, std::string, std::vector<std::string>, std::string, bool,
-                           bool, std::string, bool, std::vector<std::string>, std::string, int64_t,
-                           std::string>;
+  /// What a definition pickles as: its source, kernel name, options, file name and the
+  /// source's reflection (Program::reflection), so that loading runs no front end. The fields
+  /// are CJ_KERNEL_STATE_FIELDS's; `cooperative` is -1 (detected from the source), 0 or 1
+  /// (forced).
+  struct State {
+#define CJ_STATE_MEMBER(type, name, ...) type name{};
+    CJ_KERNEL_STATE_FIELDS(CJ_STATE_MEMBER, CJ_STATE_MEMBER, CJ_STATE_MEMBER)
+#undef CJ_STATE_MEMBER
+#define CJ_STATE_COUNT(...) +1
+    /// The number of fields.
+    static constexpr size_t kFieldCount =
+        0 CJ_KERNEL_STATE_FIELDS(CJ_STATE_COUNT, CJ_STATE_COUNT, CJ_STATE_COUNT);
+#undef CJ_STATE_COUNT
+
+    /// Calls f(const StateField&, member) for each field, in list order.
+    template <class F>
+    void for_each(F&& f) {
+      visit(*this, f);
+    }
+    template <class F>
+    void for_each(F&& f) const {
+      visit(*this, f);
+    }
+
+   private:
+    template <class S, class F>
+    static void visit(S& s, F& f) {
+#define CJ_STATE_VISIT(type, name, hash, tag, ...) f(StateField{#name, hash, tag}, s.name);
+      CJ_KERNEL_STATE_FIELDS(CJ_STATE_VISIT, CJ_STATE_VISIT, CJ_STATE_VISIT)
+#undef CJ_STATE_VISIT
+    }
+  };
 
   /// The kernel `name` of `program`; throws c10::ValueError listing the kernels that exist, or
   /// when the kernel has more parameters than a launch can pack.
@@ -69,7 +137,7 @@ class KernelDefinition {
   /// The State as one length-prefixed string (serialize.h): the form pickles, TorchScript
   /// archives and Python pickles keep.
   static std::string encode(const State& state);
-  /// The inverse of encode; throws c10::ValueError naming what is damaged.
+  /// The inverse of encode; throws c10::ValueError naming what is damaged and in which field.
   static State decode(const std::string& bytes);
 
   const Program& program() const { return *program_; }
@@ -113,5 +181,35 @@ class KernelDefinition {
   std::string virtual_grid_refusal_;
   std::string fingerprint_;
 };
+
+namespace detail {
+template <class... T>
+struct StateTypes {};
+template <class Types>
+struct StateArgs;
+template <class... T>
+struct StateArgs<StateTypes<void, T...>> {
+  template <class F>
+  static auto bind(F f) {
+    return [f = std::move(f)](T... fields) {
+      return f(KernelDefinition::State{std::move(fields)...});
+    };
+  }
+};
+#define CJ_STATE_ARG_TYPE(type, ...) , type
+#define CJ_STATE_NO_ARG(...)
+/// StateTypes<void, the types of the State's fields but the derived ones>.
+using StateArgTypes = StateTypes<void CJ_KERNEL_STATE_FIELDS(CJ_STATE_ARG_TYPE, CJ_STATE_ARG_TYPE,
+                                                             CJ_STATE_NO_ARG)>;
+#undef CJ_STATE_ARG_TYPE
+#undef CJ_STATE_NO_ARG
+}  // namespace detail
+
+/// f(State) as a function of the State's fields but the derived ones, in list order, which
+/// leaves the derived ones empty: the constructor from source of torch.classes.cudajit.Kernel.
+template <class F>
+auto with_state_args(F f) {
+  return detail::StateArgs<detail::StateArgTypes>::bind(std::move(f));
+}
 
 }  // namespace torch_cudajit

@@ -21,8 +21,8 @@ int64_t ForallPlanner::tasks_per_thread(const SpecKey& key, int64_t tasks) const
     widest = std::max(widest, type_size(a.dtype));
     bytes_per_task += type_size(a.dtype);
   }
-  if (widest == 0 || widest >= 16) return 1;
-  const auto lanes = static_cast<int64_t>(16 / widest);
+  if (widest == 0 || widest >= cj::abi::kVectorBytes) return 1;
+  const auto lanes = static_cast<int64_t>(cj::abi::kVectorBytes / widest);
   // tasks * bytes_per_task without overflow: every tensor holds at most INT64_MAX bytes.
   const bool streams = tasks > device_.l2_cache_bytes / static_cast<int64_t>(bytes_per_task);
   return streams ? lanes : kElementwiseVectors * lanes;

@@ -215,8 +215,8 @@ void pack(const KernelDecl& decl, const Specialization& spec, const Arg* args, s
         store(dst, device_address(t));
         const int64_t* sizes = t.sizes().data();
         const int64_t* strides = t.strides().data();
-        std::memcpy(dst + 8, sizes, 8u * slot.rank);
-        std::memcpy(dst + 8 + 8u * slot.rank, strides, 8u * slot.rank);
+        std::memcpy(dst + cj::abi::kArrayShapeOffset, sizes, 8u * slot.rank);
+        std::memcpy(dst + cj::abi::array_strides_offset(slot.rank), strides, 8u * slot.rank);
         break;
       }
       case PackOp::kPointer: {

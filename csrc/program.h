@@ -5,6 +5,7 @@
 // front end and the disk cache is the reading layer's (reading.h: read_program).
 #pragma once
 
+#include "cj/abi.h"
 #include "headers.h"
 #include "reflection.h"
 #include "specialization.h"
@@ -113,8 +114,8 @@ enum class TaskLoop : uint8_t {
   kElementwise,   ///< cj::elementwise alone: kElementwiseVectors 16-byte vectors per thread and step
 };
 
-/// The 16-byte vectors one cj::elementwise step moves per thread and array (its kUnroll).
-constexpr int kElementwiseVectors = 4;
+/// The 16-byte vectors one cj::elementwise step moves per thread and array (its unroll).
+using cj::abi::kElementwiseVectors;
 
 /// A reflected CUDA C++ source, ready to be compiled for any instantiations.
 class Program {

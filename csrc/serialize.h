@@ -61,16 +61,20 @@ class Writer {
 class Reader {
  public:
   Reader(const std::string& in, const char* what) : in_(in), what_(what) {}
+  /// Names the field the next reads belong to in errors (nullptr: none).
+  void field(const char* name) { field_ = name; }
   std::string text() {
     const size_t colon = in_.find(':', pos_);
     TORCH_CHECK_VALUE(colon != std::string::npos && colon > pos_ && colon - pos_ <= 19 &&
                           digits(pos_, colon),
                       "torch_cudajit: ", what_, " is damaged at byte ", pos_,
-                      " (a field's length is missing); pickle or script the kernel again.");
+                      " (a field's length is missing)", in_field(),
+                      "; pickle or script the kernel again.");
     const size_t n = std::stoull(in_.substr(pos_, colon - pos_));
     TORCH_CHECK_VALUE(n <= in_.size() - colon - 1, "torch_cudajit: ", what_,
                       " is truncated at byte ", pos_, " (a field of ", n, " bytes, ",
-                      in_.size() - colon - 1, " left); pickle or script the kernel again.");
+                      in_.size() - colon - 1, " left)", in_field(),
+                      "; pickle or script the kernel again.");
     pos_ = colon + 1 + n;
     return in_.substr(colon + 1, n);
   }
@@ -82,7 +86,7 @@ class Reader {
     const bool fits = t.size() < 20 || (t.size() == 20 && t <= "18446744073709551615");
     TORCH_CHECK_VALUE(!t.empty() && fits && digits(t), "torch_cudajit: ", what_,
                       " is damaged at byte ", at, " (a number holds '", utf8_text(t.substr(0, 32)),
-                      "'); pickle or script the kernel again.");
+                      "')", in_field(), "; pickle or script the kernel again.");
     return std::stoull(t);
   }
   /// A signed number ("-1", "0", "42").
@@ -92,7 +96,8 @@ class Reader {
     const size_t sign = !t.empty() && t[0] == '-' ? 1 : 0;
     TORCH_CHECK_VALUE(t.size() > sign && t.size() - sign <= 18 && digits(t.substr(sign)),
                       "torch_cudajit: ", what_, " is damaged at byte ", at, " (an integer holds '",
-                      utf8_text(t.substr(0, 32)), "'); pickle or script the kernel again.");
+                      utf8_text(t.substr(0, 32)), "')", in_field(),
+                      "; pickle or script the kernel again.");
     return std::stoll(t);
   }
   /// A count of items of at least `min_bytes` bytes each: at most what the remaining bytes can
@@ -102,8 +107,8 @@ class Reader {
     const size_t n = number();
     const size_t left = in_.size() - pos_;
     TORCH_CHECK_VALUE(n <= left / min_bytes, "torch_cudajit: ", what_, " is damaged at byte ", at,
-                      " (it counts ", n, " items, and ", left, " bytes remain); pickle or "
-                      "script the kernel again.");
+                      " (it counts ", n, " items, and ", left, " bytes remain)", in_field(),
+                      "; pickle or script the kernel again.");
     return n;
   }
   /// "1" or "0".
@@ -111,8 +116,8 @@ class Reader {
     const size_t at = pos_;
     const std::string t = text();
     TORCH_CHECK_VALUE(t == "1" || t == "0", "torch_cudajit: ", what_, " is damaged at byte ", at,
-                      " (a flag holds '", utf8_text(t.substr(0, 32)), "'); pickle or script the kernel "
-                      "again.");
+                      " (a flag holds '", utf8_text(t.substr(0, 32)), "')", in_field(),
+                      "; pickle or script the kernel again.");
     return t == "1";
   }
   /// An enumerator from 0 to `last`; `field` names it in the error.
@@ -127,6 +132,10 @@ class Reader {
   bool done() const { return pos_ == in_.size(); }
 
  private:
+  // " in its field 'name'" when a field is named, for the end of an error.
+  std::string in_field() const {
+    return field_ ? std::string(" in its field '") + field_ + "'" : std::string();
+  }
   bool digits(size_t from, size_t to) const {
     for (size_t i = from; i < to; ++i)
       if (in_[i] < '0' || in_[i] > '9') return false;
@@ -140,6 +149,7 @@ class Reader {
 
   const std::string& in_;
   const char* what_;
+  const char* field_ = nullptr;
   size_t pos_ = 0;
 };
 

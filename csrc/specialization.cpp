@@ -395,7 +395,7 @@ bool named_dtype_probe(const std::string& name, ParamProbe& out) {
 bool known_probe(const Param& p, const ArgSig& s, ParamProbe& out) {
   if (p.kind == ParamKind::kArray && s.kind == ArgKind::kTensor) {
     // cj::Array<T, N, L>: a pointer and N shapes and strides of 8 bytes (rank 0: the pointer).
-    out = {TypeCode::kArray, 8u + 16u * s.rank, 8u};
+    out = {TypeCode::kArray, cj::abi::array_bytes(s.rank), 8u};
     return true;
   }
   // Vector types, typedefs and structs are left to NVRTC.

@@ -4,6 +4,7 @@
 // header reads from cj::Layout<Flags>.
 #pragma once
 
+#include "cj/abi.h"
 #include "reflection.h"
 
 #include <array>
@@ -14,14 +15,27 @@
 
 namespace torch_cudajit {
 
-/// Scalar and element type codes, shared with the device header (cj::detail::type_code).
+/// Scalar and element type codes, the values the device header's probes give
+/// (cj::detail::type_code): cj/abi.h's TypeCodes.
 enum class TypeCode : int8_t {
-  kBool = 0, kInt8 = 1, kUInt8 = 2, kInt16 = 3, kUInt16 = 4, kInt32 = 5, kUInt32 = 6,
-  kInt64 = 7, kUInt64 = 8, kHalf = 9, kBFloat16 = 10, kFloat = 11, kDouble = 12,
-  kComplexFloat = 13, kComplexDouble = 14,
-  kUnknown = -1,  ///< a type the plugin cannot convert a Python value to (user structs)
-  kArray = -2,
-  kPointer = -3,
+  kBool = cj::abi::kTypeBool,
+  kInt8 = cj::abi::kTypeInt8,
+  kUInt8 = cj::abi::kTypeUInt8,
+  kInt16 = cj::abi::kTypeInt16,
+  kUInt16 = cj::abi::kTypeUInt16,
+  kInt32 = cj::abi::kTypeInt32,
+  kUInt32 = cj::abi::kTypeUInt32,
+  kInt64 = cj::abi::kTypeInt64,
+  kUInt64 = cj::abi::kTypeUInt64,
+  kHalf = cj::abi::kTypeHalf,
+  kBFloat16 = cj::abi::kTypeBFloat16,
+  kFloat = cj::abi::kTypeFloat,
+  kDouble = cj::abi::kTypeDouble,
+  kComplexFloat = cj::abi::kTypeComplexFloat,
+  kComplexDouble = cj::abi::kTypeComplexDouble,
+  kUnknown = cj::abi::kTypeUnknown,  ///< a type the plugin cannot convert a Python value to (user structs)
+  kArray = cj::abi::kTypeArray,
+  kPointer = cj::abi::kTypePointer,
 };
 
 /// What an argument is, as far as specialization is concerned.
@@ -37,10 +51,14 @@ enum class ArgKind : uint8_t {
 };
 
 
-/// Layout flag bits of a tensor argument (mirrors cj::Layout<Flags>): row-major contiguous, a
-/// 16-byte aligned data pointer (vector loads), every element offset below 2^31 (32-bit index
-/// arithmetic).
-enum LayoutFlags : uint8_t { kContiguousFlag = 1, kAligned16Flag = 2, kIndex32Flag = 4 };
+/// Layout flag bits of a tensor argument, the bits of cj::Layout<Flags> (cj/abi.h: LayoutBits):
+/// row-major contiguous, a 16-byte aligned data pointer (vector loads), every element offset
+/// below 2^31 (32-bit index arithmetic).
+enum LayoutFlags : uint8_t {
+  kContiguousFlag = cj::abi::kLayoutContiguous,
+  kAligned16Flag = cj::abi::kLayoutAligned16,
+  kIndex32Flag = cj::abi::kLayoutIndex32,
+};
 constexpr uint8_t kKnownLayoutFlags = kContiguousFlag | kAligned16Flag | kIndex32Flag;
 
 /// One argument's part of a specialization key.

@@ -54,7 +54,7 @@ Specialization::Slot SpecializationTable::slot_for(uint32_t i, const ParamProbe&
       // The parameter's declared kind decides; the probe confirms the size.
       if (p.kind == ParamKind::kArray || p.kind == ParamKind::kAuto) {
         slot.op = PackOp::kArray;
-        TORCH_INTERNAL_ASSERT(pr.size == (s.rank ? 8u + 16u * s.rank : 8u), "Array size ", pr.size);
+        TORCH_INTERNAL_ASSERT(pr.size == cj::abi::array_bytes(s.rank), "Array size ", pr.size);
       } else if (pointer) {
         slot.op = PackOp::kPointer;
         // A concrete pointee that is a dtype (a typedef such as scalar_t) must be the tensor's.
@@ -325,7 +325,7 @@ std::shared_ptr<Specialization> SpecializationTable::adopt_foreign(
     // alignment units.
     const bool bad = kind == ParamKind::kPointer
                          ? (pr.size == 0) != (pr.align == 0) || (pr.size != 0 && (!pow2 || pr.size % pr.align != 0))
-                         : (array && pr.size != (s.rank ? 8u + 16u * s.rank : 8u)) || !pow2 || pr.size > 4096;
+                         : (array && pr.size != cj::abi::array_bytes(s.rank)) || !pow2 || pr.size > 4096;
     if (bad)
       fail("reports a size of " + std::to_string(pr.size) + " and alignment " +
            std::to_string(pr.align) + " for parameter '" + def_.decl().params[i].name + "'");

@@ -10,6 +10,7 @@
 // launch of that many blocks of kVirtualBlockThreads threads.
 #pragma once
 
+#include "cj/abi.h"
 #include "program.h"
 #include "reflection.h"
 #include "specialization.h"
@@ -25,7 +26,7 @@ namespace torch_cudajit {
 /// (cj::detail::kVirtualBlockThreads in cj/cj.cuh): a kernel's blockDim is then known to the
 /// compiler, which folds the addresses of later virtual blocks into offsets of the first one's.
 /// Any kernel can take it: a block of 256 threads fits every register budget.
-constexpr int kVirtualBlockThreads = 256;
+using cj::abi::kVirtualBlockThreads;
 
 /// The most virtual blocks a physical block runs. Each unrolled block's bounds check holds one of
 /// the seven predicate registers of an NVIDIA GPU while its loads are in flight; beyond four,

@@ -214,15 +214,8 @@ void ensure_kernel_class() {
         // torch.classes.cudajit.Kernel(source, name, options, std, debug, lineinfo,
         // template_args, cache, link, filename, cooperative): the State's fields but the
         // reflection, which the front end then reads.
-        .def(torch::init([](std::string source, std::string name, std::vector<std::string> options,
-                            std::string std, bool debug, bool lineinfo, std::string template_args,
-                            bool cache, std::vector<std::string> link, std::string filename,
-                            int64_t cooperative) {
-          return c10::make_intrusive<KernelObject>(KernelObject::State(
-              std::move(source), std::move(name), std::move(options), std::move(std), debug,
-              lineinfo, std::move(template_args), cache, std::move(link), std::move(filename),
-              cooperative, ""));
-        }))
+        .def(torch::init(with_state_args(
+            [](const KernelObject::State& s) { return c10::make_intrusive<KernelObject>(s); })))
         .def("name", [](const KernelPtr& k) { return k->name(); })
         .def("source", [](const KernelPtr& k) { return k->source(); })
         .def("fingerprint", [](const KernelPtr& k) { return k->fingerprint(); })

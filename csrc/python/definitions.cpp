@@ -3,6 +3,7 @@
 // everything that defines the kernel (parameters with their roles, options, pickled form); the
 // definition's KernelRuntime and its TorchScript object are made from the same instance.
 #include "launchers.h"
+#include "state_dict.h"
 
 #include "../ops/kernel_object.h"
 
@@ -86,8 +87,14 @@ void bind_definitions(py::module_& m) {
       .def_static("from_state", [](const py::bytes& state) {
              return mutable_ptr(KernelDefinition::from_state(KernelDefinition::decode(state)));
            })
+      .def_static("from_state", [](const py::dict& state) {
+             return mutable_ptr(KernelDefinition::from_state(state_from_dict(state)));
+           })
       .def_property_readonly("state", [](const KernelDefinition& d) {
         return py::bytes(KernelDefinition::encode(d.state()));
+      })
+      .def_property_readonly("state_dict", [](const KernelDefinition& d) {
+        return state_dict(d.state());
       })
       .def_property_readonly("name", &KernelDefinition::name)
       .def_property_readonly("source", [](const KernelDefinition& d) { return d.program().source(); })

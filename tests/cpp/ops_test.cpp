@@ -103,12 +103,12 @@ TEST(OpsTest, StateRoundTripsAndFingerprints) {
   const KernelObject::State s = k->state();
   const c10::IValue pickled(KernelObject::encode(s));
   EXPECT_EQ(KernelObject(KernelObject::state_from(pickled)).fingerprint(), k->fingerprint());
-  const c10::IValue tuple(c10::ivalue::Tuple::create({c10::IValue(std::get<0>(s))}));
+  const c10::IValue tuple(c10::ivalue::Tuple::create({c10::IValue(s.source)}));
   CJ_EXPECT_CONTAINS(cjtest::expect_throws<c10::ValueError>(
                          [&] { KernelObject::state_from(tuple); }),
                      "a pickled cudajit.Kernel holds a Tuple, expected a string");
   KernelObject::State without_reflection = s;
-  std::get<11>(without_reflection) = "";
+  without_reflection.reflection = "";
   CJ_EXPECT_CONTAINS(cjtest::expect_throws<c10::ValueError>(
                          [&] { KernelObject object(without_reflection); }),
                      "a pickled cudajit.Kernel has no reflection");

@@ -31,6 +31,10 @@ using ::int32_t; using ::uint32_t; using ::int64_t; using ::uint64_t;
 #include <cuda_bf16.h>
 #endif
 
+// Constants and layouts the plugin shares with this header (type codes, layout flags, the debug
+// record, ...).
+#include "abi.h"
+
 #if defined(__CUDACC_RTC__)
 // What nvcc's implicit includes give every .cu file (M_PI, INFINITY, FLT_MAX, std::sqrt, ...).
 #include "prelude.cuh"
@@ -39,19 +43,8 @@ using ::int32_t; using ::uint32_t; using ::int64_t; using ::uint64_t;
 #if defined(CJ_DEBUG)
 // Debug mode (jit(..., debug=True)): the first failed bounds check or cj_assert of a launch is
 // recorded here, and the host raises it as a Python exception after the launch. Nothing traps,
-// so the CUDA context stays usable. The layout matches DebugRecord in csrc/dispatcher.cpp.
-struct CjDebugRecord {
-  unsigned int kind;  // 0: nothing failed, 1: index out of bounds, 2: cj_assert
-  unsigned int line;
-  unsigned int thread[3];
-  unsigned int block[3];
-  int dim;
-  int rank;
-  long long index;
-  long long shape[8];
-  char file[128];
-  char message[256];
-};
+// so the CUDA context stays usable. The record's layout is cj::abi::DebugRecord (cj/abi.h).
+typedef ::cj::abi::DebugRecord CjDebugRecord;
 // Defined once, by the kernel's own file; files linked in (link=[...]) only declare them.
 #if defined(CJ_LINKED_FILE)
 extern "C" {
@@ -88,23 +81,24 @@ __device__ __noinline__ inline bool debug_claim(unsigned int kind, const char* f
 
 __device__ __noinline__ inline void report_bounds(const char* file, unsigned int line, int dim, int rank,
                                                   long long index, const long long* shape) {
-  if (!debug_claim(1u, file, line)) return;
+  if (!debug_claim(::cj::abi::kDebugBounds, file, line)) return;
   CjDebugRecord& r = cj_debug_record;
   r.dim = dim;
   r.rank = rank;
   r.index = index;
-  for (int d = 0; d < rank && d < 8; ++d) r.shape[d] = shape[d];
+  for (int d = 0; d < rank && d < ::cj::abi::kDebugShapeDims; ++d) r.shape[d] = shape[d];
   r.message[0] = 0;
 }
 
 __device__ __noinline__ inline void report_assert(const char* condition, const char* message,
                                                   const char* file, unsigned int line) {
-  if (!debug_claim(2u, file, line)) return;
+  if (!debug_claim(::cj::abi::kDebugAssert, file, line)) return;
   CjDebugRecord& r = cj_debug_record;
   r.rank = 0;
   char* out = r.message;
   int n = 0;
-  const char* parts[3] = {condition, "\x1f", message};  // unit separator between the two
+  const char separator[2] = {::cj::abi::kDebugMessageSeparator, 0};
+  const char* parts[3] = {condition, separator, message};
   for (const char* p : parts)
     for (int i = 0; p && p[i] && n < (int)sizeof(r.message) - 1; ++i) out[n++] = p[i];
   out[n] = 0;
@@ -147,15 +141,15 @@ __device__ __noinline__ inline bool check_vector(const Index& cj_at, int cj_widt
 
 namespace cj {
 
-/// Layout tag of an Array, set by the plugin from each tensor argument (csrc/specialization.h:
-/// LayoutFlags). Bit 0: contiguous (row-major). Bit 1: the data pointer is 16-byte aligned.
-/// Bit 2: every element's offset fits in a 32-bit int, so indexing uses 32-bit arithmetic.
+/// Layout tag of an Array, set by the plugin from each tensor argument (cj/abi.h: LayoutBits):
+/// contiguous (row-major), a 16-byte aligned data pointer, and every element's offset in a
+/// 32-bit int, so that indexing uses 32-bit arithmetic.
 template <int Flags>
 struct Layout {
   static constexpr int flags = Flags;
-  static constexpr bool contiguous = (Flags & 1) != 0;
-  static constexpr bool aligned16 = (Flags & 2) != 0;
-  static constexpr bool index32 = (Flags & 4) != 0;
+  static constexpr bool contiguous = (Flags & ::cj::abi::kLayoutContiguous) != 0;
+  static constexpr bool aligned16 = (Flags & ::cj::abi::kLayoutAligned16) != 0;
+  static constexpr bool index32 = (Flags & ::cj::abi::kLayoutIndex32) != 0;
 };
 using Strided = Layout<0>;
 using Contiguous = Layout<1>;
@@ -163,7 +157,7 @@ using Contiguous = Layout<1>;
 /// V elements of type T as one aligned unit: what Array::load and Array::store move in a single
 /// memory access.
 template <class CjT, int CjV>
-struct alignas(sizeof(CjT) * CjV <= 16 ? sizeof(CjT) * CjV : 16) Vec {
+struct alignas(sizeof(CjT) * CjV <= ::cj::abi::kVectorBytes ? sizeof(CjT) * CjV : ::cj::abi::kVectorBytes) Vec {
   CjT v[CjV];
   __device__ __forceinline__ CjT& operator[](int cj_k) { return v[cj_k]; }
   __device__ __forceinline__ const CjT& operator[](int cj_k) const { return v[cj_k]; }
@@ -184,7 +178,7 @@ template <> struct offset_type<true> { using type = int; };
 template <class CjT, int CjV>
 __device__ constexpr bool vector_ok(bool cj_aligned16) {
   return cj_aligned16 && CjV > 1 && (sizeof(CjT) * CjV == 2 || sizeof(CjT) * CjV == 4 ||
-                                     sizeof(CjT) * CjV == 8 || sizeof(CjT) * CjV == 16);
+                                     sizeof(CjT) * CjV == 8 || sizeof(CjT) * CjV == ::cj::abi::kVectorBytes);
 }
 }  // namespace detail
 
@@ -350,6 +344,16 @@ struct Array<T, 0, L> {
   __device__ __forceinline__ T& operator()() const { return *data_; }
 };
 
+// The argument bytes the host packs for a cj::Array (cj/abi.h).
+namespace detail {
+using array3 = Array<float, 3>;
+}  // namespace detail
+static_assert(sizeof(Array<float, 0>) == ::cj::abi::array_bytes(0) &&
+                  sizeof(detail::array3) == ::cj::abi::array_bytes(3) &&
+                  CJ_ABI_OFFSETOF(detail::array3, shape_) == ::cj::abi::kArrayShapeOffset &&
+                  CJ_ABI_OFFSETOF(detail::array3, strides_) == ::cj::abi::array_strides_offset(3),
+              "cj::Array: its layout differs from the bytes the host packs (cj/abi.h)");
+
 namespace detail {
 template <class... CjT>
 __device__ constexpr int max_size() {
@@ -390,10 +394,11 @@ __device__ __forceinline__ void elementwise(const Array<CjO, CjN, CjLO>& cj_out,
   constexpr bool kVector = CjLO::contiguous && CjLO::aligned16 &&
                            ((CjLI::contiguous && CjLI::aligned16) && ...);
   using CjIdx = typename detail::offset_type<(CjLO::index32 && ... && CjLI::index32)>::type;
-  constexpr int kLanes = 16 / detail::max_size<CjO, CjI...>() > 0 ? 16 / detail::max_size<CjO, CjI...>() : 1;
-  // Vectors in flight per thread and iteration; forall's grid gives each thread one iteration
-  // (csrc/program.h: kElementwiseVectors).
-  constexpr int kUnroll = 4;
+  constexpr int kLanes = ::cj::abi::kVectorBytes / detail::max_size<CjO, CjI...>() > 0
+                             ? ::cj::abi::kVectorBytes / detail::max_size<CjO, CjI...>()
+                             : 1;
+  // Vectors in flight per thread and iteration; forall's grid gives each thread one iteration.
+  constexpr int kUnroll = ::cj::abi::kElementwiseVectors;
   const CjIdx cj_n = static_cast<CjIdx>(cj_out.numel());
 #if defined(CJ_DEBUG)
   cj_assert(((cj_in.numel() == cj_out.numel()) && ...), "cj::elementwise: arrays of different sizes");
@@ -452,10 +457,10 @@ namespace detail {
 // pointers are __restrict__ (the launch checked that no written tensor overlaps another), so
 // the loads of later virtual blocks can be issued before the stores of earlier ones.
 
-/// The block size of every virtual-grid launch (csrc/virtual_grid.h: kVirtualBlockThreads). As a
-/// constant, blockDim lets the compiler fold each virtual block's addresses into offsets of the
-/// first one's, which keeps the bodies small enough for ptxas to predicate and overlap.
-constexpr unsigned int kVirtualBlockThreads = 256;
+/// The block size of every virtual-grid launch (cj/abi.h). As a constant, blockDim lets the
+/// compiler fold each virtual block's addresses into offsets of the first one's, which keeps the
+/// bodies small enough for ptxas to predicate and overlap.
+constexpr unsigned int kVirtualBlockThreads = ::cj::abi::kVirtualBlockThreads;
 
 /// Each thread's current virtual block; per thread, because the threads of a block may be in
 /// different virtual blocks at any moment.
@@ -569,31 +574,31 @@ struct Sig {
   template <int I> using arg = typename type_at<I, P...>::type;
 };
 
-// Type codes shared with the host (csrc/specialization.h: TypeCode).
-template <class T> struct type_code { static constexpr int value = -1; };
-template <class T> struct type_code<T*> { static constexpr int value = -3; };
-template <class T, int N, class L> struct type_code<::cj::Array<T, N, L>> { static constexpr int value = -2; };
-template <> struct type_code<bool> { static constexpr int value = 0; };
-template <> struct type_code<signed char> { static constexpr int value = 1; };
-template <> struct type_code<char> { static constexpr int value = 1; };
-template <> struct type_code<unsigned char> { static constexpr int value = 2; };
-template <> struct type_code<short> { static constexpr int value = 3; };
-template <> struct type_code<unsigned short> { static constexpr int value = 4; };
-template <> struct type_code<int> { static constexpr int value = 5; };
-template <> struct type_code<unsigned int> { static constexpr int value = 6; };
-template <> struct type_code<long> { static constexpr int value = 7; };
-template <> struct type_code<long long> { static constexpr int value = 7; };
-template <> struct type_code<unsigned long> { static constexpr int value = 8; };
-template <> struct type_code<unsigned long long> { static constexpr int value = 8; };
-template <> struct type_code<float> { static constexpr int value = 11; };
-template <> struct type_code<double> { static constexpr int value = 12; };
-template <> struct type_code<::cj::complex<float>> { static constexpr int value = 13; };
-template <> struct type_code<::cj::complex<double>> { static constexpr int value = 14; };
+// Type codes shared with the host (cj/abi.h: TypeCodes).
+template <class T> struct type_code { static constexpr int value = ::cj::abi::kTypeUnknown; };
+template <class T> struct type_code<T*> { static constexpr int value = ::cj::abi::kTypePointer; };
+template <class T, int N, class L> struct type_code<::cj::Array<T, N, L>> { static constexpr int value = ::cj::abi::kTypeArray; };
+template <> struct type_code<bool> { static constexpr int value = ::cj::abi::kTypeBool; };
+template <> struct type_code<signed char> { static constexpr int value = ::cj::abi::kTypeInt8; };
+template <> struct type_code<char> { static constexpr int value = ::cj::abi::kTypeInt8; };
+template <> struct type_code<unsigned char> { static constexpr int value = ::cj::abi::kTypeUInt8; };
+template <> struct type_code<short> { static constexpr int value = ::cj::abi::kTypeInt16; };
+template <> struct type_code<unsigned short> { static constexpr int value = ::cj::abi::kTypeUInt16; };
+template <> struct type_code<int> { static constexpr int value = ::cj::abi::kTypeInt32; };
+template <> struct type_code<unsigned int> { static constexpr int value = ::cj::abi::kTypeUInt32; };
+template <> struct type_code<long> { static constexpr int value = ::cj::abi::kTypeInt64; };
+template <> struct type_code<long long> { static constexpr int value = ::cj::abi::kTypeInt64; };
+template <> struct type_code<unsigned long> { static constexpr int value = ::cj::abi::kTypeUInt64; };
+template <> struct type_code<unsigned long long> { static constexpr int value = ::cj::abi::kTypeUInt64; };
+template <> struct type_code<float> { static constexpr int value = ::cj::abi::kTypeFloat; };
+template <> struct type_code<double> { static constexpr int value = ::cj::abi::kTypeDouble; };
+template <> struct type_code<::cj::complex<float>> { static constexpr int value = ::cj::abi::kTypeComplexFloat; };
+template <> struct type_code<::cj::complex<double>> { static constexpr int value = ::cj::abi::kTypeComplexDouble; };
 #if defined(CJ_HAVE_FP16)
-template <> struct type_code<__half> { static constexpr int value = 9; };
+template <> struct type_code<__half> { static constexpr int value = ::cj::abi::kTypeHalf; };
 #endif
 #if defined(CJ_HAVE_BF16)
-template <> struct type_code<__nv_bfloat16> { static constexpr int value = 10; };
+template <> struct type_code<__nv_bfloat16> { static constexpr int value = ::cj::abi::kTypeBFloat16; };
 #endif
 template <class T> struct type_code<const T> : type_code<T> {};
 template <class T> struct type_code<volatile T> : type_code<T> {};

@@ -1,0 +1,48 @@
+"""A kernel definition's state as a dict of named fields (KernelDefinition.state_dict and
+KernelDefinition.from_state): the same fields, in the same order, as the encoded state that
+pickles keep. Runs without a GPU."""
+import pytest
+
+import torch_cudajit as tcj
+
+SOURCE = "template <class T> __global__ void k(cj::Array<T, 1> o, T a) {}"
+FIELDS = ["source", "name", "options", "std", "debug", "lineinfo", "template_args", "cache",
+          "link", "filename", "cooperative", "reflection"]
+
+
+def definition():
+    return tcj.jit(SOURCE, options=["-DX=1"], debug=True, template_args="float",
+                   cooperative=False)._definition
+
+
+def test_state_dict_names_every_field_and_round_trips():
+    d = definition()
+    state = d.state_dict
+    assert list(state) == FIELDS
+    assert state["source"] == SOURCE and state["name"] == "k" and state["options"] == ["-DX=1"]
+    assert state["debug"] is True and state["lineinfo"] is False and state["cache"] is True
+    assert state["template_args"] == "float" and state["link"] == [] and state["cooperative"] == 0
+    assert isinstance(state["reflection"], bytes) and state["reflection"]
+    # The dict and the encoded state describe one definition.
+    again = tcj._C.KernelDefinition.from_state(state)
+    assert again.state == d.state and again.fingerprint == d.fingerprint
+    assert tcj._C.KernelDefinition.from_state(d.state).state_dict == state
+    # Without the reflection the front end reads the source again.
+    assert tcj._C.KernelDefinition.from_state(dict(state, reflection=b"")).fingerprint == d.fingerprint
+
+
+@pytest.mark.parametrize("change, error, match", [
+    (lambda s: s.pop("std"), ValueError, "the state has no field 'std'"),
+    (lambda s: s.update(extra=1), ValueError,
+     "unknown field 'extra'; its fields are 'source', 'name', 'options'"),
+    (lambda s: s.update(debug=1), TypeError, "field 'debug' must be a bool, got int"),
+    (lambda s: s.update(cooperative=True), TypeError, "field 'cooperative' must be an int, got bool"),
+    (lambda s: s.update(reflection="x"), TypeError, "field 'reflection' must be bytes, got str"),
+    (lambda s: s.update(name=b"k"), TypeError, "field 'name' must be a str, got bytes"),
+    (lambda s: s.update(options=["-DA", 2]), TypeError, "field 'options' must be a list of str, got int"),
+], ids=["missing", "unknown", "flag", "number", "bytes", "text", "list"])
+def test_state_dict_errors_name_the_field(change, error, match):
+    state = definition().state_dict
+    change(state)
+    with pytest.raises(error, match=match):
+        tcj._C.KernelDefinition.from_state(state)
