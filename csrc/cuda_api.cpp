@@ -148,8 +148,11 @@ class DriverLibrary final : public Library {
 
   void* find(const char* name) const noexcept override {
     if (get_proc_ == nullptr) return nullptr;  // not opened (file() is called first)
-    // cuCtxGetDevice is called in its CUDA 12.0 form: its newer versions take other arguments.
-    const bool pinned_to_12_0 = std::strcmp(name, "cuCtxGetDevice") == 0;
+    // cuCtxGetDevice and cuStreamGetCtx are called in their CUDA 12.0 form: asked for at a
+    // newer version, the driver gives their later forms, which take another argument
+    // (cuStreamGetCtx from 12.5 writes a green context through a third pointer).
+    const bool pinned_to_12_0 =
+        std::strcmp(name, "cuCtxGetDevice") == 0 || std::strcmp(name, "cuStreamGetCtx") == 0;
     for (int version : {CUDA_VERSION, 12040, 12000}) {
       if (pinned_to_12_0 && version != 12000) continue;
       void* out = nullptr;
