@@ -27,8 +27,9 @@ def test_state_dict_names_every_field_and_round_trips():
     again = tcj._C.KernelDefinition.from_state(state)
     assert again.state == d.state and again.fingerprint == d.fingerprint
     assert tcj._C.KernelDefinition.from_state(d.state).state_dict == state
-    # Without the reflection the front end reads the source again.
-    assert tcj._C.KernelDefinition.from_state(dict(state, reflection=b"")).fingerprint == d.fingerprint
+    # Every state a release writes carries the reflection: one without it is damaged.
+    with pytest.raises(ValueError, match="a pickled cudajit.Kernel has no reflection; it is damaged"):
+        tcj._C.KernelDefinition.from_state(dict(state, reflection=b""))
 
 
 @pytest.mark.parametrize("change, error, match", [
