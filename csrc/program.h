@@ -145,10 +145,6 @@ class Program {
   const KernelDecl& kernel(const std::string& name) const;
   /// The text and instantiations of a compile of these requests.
   GeneratedSource generate(const std::vector<InstantiationRequest>& requests) const;
-  /// The full text handed to NVRTC for these requests (generate(requests).text).
-  std::string generated_source(const std::vector<InstantiationRequest>& requests) const {
-    return generate(requests).text;
-  }
   /// The generated code and name expressions of each request, in order.
   std::vector<Instantiation> instantiations(const std::vector<InstantiationRequest>& requests) const;
   /// The target and NVRTC option list for these options (deterministic, canonical order). Throws

@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${MAX_JOBS:-2}
+# ccache, when installed, keeps unchanged translation units from compiling again (its compiler
+# links shadow c++/g++ on PATH; torch's extension build and CMake both pick them up).
+if [[ -d /usr/lib/ccache ]]; then export PATH=/usr/lib/ccache:$PATH; fi
 LOGS=$PWD/build/logs
 mkdir -p "$LOGS"
 echo "== building the Python extension"

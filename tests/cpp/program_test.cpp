@@ -65,7 +65,7 @@ TEST(ProgramTest, FromReflectionParsesNothing) {
   EXPECT_EQ(again.kernel("k").qualified_name, "ns::k");
   const InstantiationRequest request{"k", make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1),
                                                                 number_sig(ArgKind::kFloat)}), ""};
-  EXPECT_EQ(again.generated_source({request}), original->generated_source({request}));
+  EXPECT_EQ(again.generate({request}).text, original->generate({request}).text);
   CJ_EXPECT_CONTAINS(
       expect_throws<c10::ValueError>(
           [&] { Program::from_reflection(source + " ", "kernel.cu", original->reflection()); }),
@@ -503,7 +503,7 @@ __global__ void k(float* out) {
 
 TEST(ProgramTest, GeneratedSource) {
   const auto program = read_program(kSaxpy, "saxpy.cu");
-  std::string text = program->generated_source({{"saxpy", saxpy_key(), ""}, {"saxpy", saxpy_key(false), ""}});
+  std::string text = program->generate({{"saxpy", saxpy_key(), ""}, {"saxpy", saxpy_key(false), ""}}).text;
   EXPECT_EQ(text.rfind("#include <cj/cj.cuh>\n#line 1 \"saxpy.cu\"\n", 0), 0u) << text;
   CJ_EXPECT_CONTAINS(text, "#line 1 \"torch_cudajit_generated\"");
   CJ_EXPECT_CONTAINS(text, "cj::Array<float, 1, CjL0> y");
