@@ -36,13 +36,12 @@ LaunchPlan ForallPlanner::plain(const SpecKey& key, const LaunchRequest& request
   int64_t grid = (threads - 1) / block + 1;  // no overflow near INT64_MAX
   constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
   if (loop_ != TaskLoop::kOnePerThread) grid = std::min(grid, kMaxGridX);
-  LaunchPlan plan;
-  plan.grid = {grid, 1, 1};
-  plan.block = {block, 1, 1};
-  plan.shared_mem = request.shared_mem;
-  plan.has_stream = request.has_stream;
-  plan.stream = request.stream;
-  return plan;
+  // The request with the chosen grid and block: its shared memory and stream carry over.
+  LaunchRequest chosen = request;
+  chosen.forall_tasks = 0;
+  chosen.grid = {grid, 1, 1};
+  chosen.block = {block, 1, 1};
+  return LaunchPlan::of(chosen);
 }
 
 const char* ForallPlanner::keeps_plain(const SpecKey& key, const LaunchRequest& request,

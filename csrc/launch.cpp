@@ -354,7 +354,6 @@ void check_write_untracked(const at::Tensor& t, const std::string& kernel, const
               "torch.autograd.Function that defines backward.");
 }
 
-
 LaunchPlan LaunchPlan::of(const LaunchRequest& request) {
   TORCH_INTERNAL_ASSERT(request.forall_tasks == 0, "a forall request has no plan of its own");
   LaunchPlan plan;
