@@ -47,9 +47,11 @@ struct StateBytes : std::string {
 /// is the field's place in the fingerprint (0: not hashed on its own: the program's digest stands
 /// for source and file name, and the cache flag and the reflection do not define the kernel);
 /// `tag` is what the fingerprint hashes for a set flag, or before each item of a list (nullptr:
-/// nothing). Adding an option is one OPTION row before the derived fields; the encoding then
-/// gains the field, so strings written before it need a new kStateFormat version (definition.cpp)
-/// that decode tells apart.
+/// nothing). Adding an option is one OPTION row before the derived fields: the State, its
+/// encoding and fingerprint, the TorchScript constructor, the Python state and options dicts and
+/// the Python KernelDefinition constructor follow it (jit's keyword is the user's name for it).
+/// The encoding then gains the field, so strings written before it need a new kStateFormat
+/// version (definition.cpp) that decode tells apart.
 #define CJ_KERNEL_STATE_FIELDS(SOURCE, OPTION, DERIVED)                                      \
   SOURCE(std::string, source, 0, nullptr)                                                    \
   SOURCE(std::string, name, 1, nullptr)                                                      \
@@ -64,11 +66,15 @@ struct StateBytes : std::string {
   OPTION(int64_t, cooperative, 6, nullptr, cooperative)                                      \
   DERIVED(::torch_cudajit::StateBytes, reflection, 0, nullptr)
 
+/// The row a field has in CJ_KERNEL_STATE_FIELDS.
+enum class StateFieldKind { kSource, kOption, kDerived };
+
 /// What the field list says about one field.
 struct StateField {
   const char* name;
   int hash;         ///< its place in the fingerprint, 0 for none
   const char* tag;  ///< hashed for a set flag or before each list item (nullptr: nothing)
+  StateFieldKind kind;
 };
 
 /// How one parameter binds to arguments, read from its declaration once so that computing a
@@ -112,8 +118,15 @@ class KernelDefinition {
    private:
     template <class S, class F>
     static void visit(S& s, F& f) {
-#define CJ_STATE_VISIT(type, name, hash, tag, ...) f(StateField{#name, hash, tag}, s.name);
-      CJ_KERNEL_STATE_FIELDS(CJ_STATE_VISIT, CJ_STATE_VISIT, CJ_STATE_VISIT)
+#define CJ_STATE_VISIT(kind, type, name, hash, tag, ...) \
+  f(StateField{#name, hash, tag, StateFieldKind::kind}, s.name);
+#define CJ_STATE_VISIT_SOURCE(...) CJ_STATE_VISIT(kSource, __VA_ARGS__)
+#define CJ_STATE_VISIT_OPTION(...) CJ_STATE_VISIT(kOption, __VA_ARGS__)
+#define CJ_STATE_VISIT_DERIVED(...) CJ_STATE_VISIT(kDerived, __VA_ARGS__)
+      CJ_KERNEL_STATE_FIELDS(CJ_STATE_VISIT_SOURCE, CJ_STATE_VISIT_OPTION, CJ_STATE_VISIT_DERIVED)
+#undef CJ_STATE_VISIT_SOURCE
+#undef CJ_STATE_VISIT_OPTION
+#undef CJ_STATE_VISIT_DERIVED
 #undef CJ_STATE_VISIT
     }
   };

@@ -91,9 +91,10 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     opts = _nvrtc_options(options, include_dirs, defines, fastmath, max_registers, opt)
     link_files = _link_files(link)
+    # The option fields of the kernel's state (KernelDefinition.options), exactly.
     config = dict(options=opts, std=std, debug=bool(debug), lineinfo=bool(lineinfo),
                   template_args=_template_args(template_args), cache=cache, link=link_files,
-                  cooperative=cooperative)
+                  cooperative=-1 if cooperative is None else int(cooperative))
     # The source is read once; each of its kernels is one definition on it, which the Python
     # Kernel, its TorchScript object and its runtime share.
     program = _C.Program(source, filename, opts, std, cache=cache)
@@ -102,7 +103,7 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         raise ValueError("source defines no __global__ function")
 
     def kernel(n):  # an unknown name raises ValueError naming the kernels that exist
-        return Kernel(_C.KernelDefinition(program, n, **config), extensions)
+        return Kernel(_C.KernelDefinition(program, n, config), extensions)
 
     if name is not None:
         return kernel(name)

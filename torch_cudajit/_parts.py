@@ -108,8 +108,9 @@ class KernelParts:
 
     @property
     def options(self) -> dict:
-        """The options the kernel was created with, as ``jit`` read them: NVRTC options, C++
-        standard, debug, lineinfo, template arguments, cache, link files and cooperative."""
+        """The options the kernel was created with, as its pickled state keeps them: NVRTC
+        options, C++ standard, debug, lineinfo, template arguments, cache, link files and
+        cooperative (-1: detected from the source, 0 or 1: as ``jit`` was told)."""
         return self.definition.options
 
     # -- binding ---------------------------------------------------------------------------------

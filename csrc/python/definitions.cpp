@@ -35,43 +35,17 @@ py::dict param_dict(const ParamBinding& b) {
   return d;
 }
 
-// The options as jit() took them (Kernel.options, and precompile's worker identity).
-py::dict options_dict(const KernelDefinition& d) {
-  const KernelOptions& o = d.options();
-  py::dict out;
-  out["options"] = o.compile.extra;
-  out["std"] = d.requested_std();
-  out["debug"] = o.compile.debug;
-  out["lineinfo"] = o.compile.lineinfo;
-  out["template_args"] = o.template_args;
-  out["cache"] = o.cache;
-  out["link"] = py::tuple(py::cast(o.compile.link));
-  out["cooperative"] = o.cooperative < 0 ? py::object(py::none()) : py::bool_(o.cooperative != 0);
-  return out;
-}
-
 }  // namespace
 
 void bind_definitions(py::module_& m) {
   py::class_<KernelDefinition, DefinitionPtr>(m, "KernelDefinition")
+      // `options`: the option fields of the State (KernelDefinition.options gives them).
       .def(py::init([](std::shared_ptr<Program> program, const std::string& name,
-                       std::vector<std::string> options, std::string std, bool debug,
-                       bool lineinfo, std::string template_args, bool cache,
-                       std::vector<std::string> link, std::optional<bool> cooperative) {
-             KernelOptions o;
-             o.compile.extra = std::move(options);
-             o.compile.std = std::move(std);
-             o.compile.debug = debug;
-             o.compile.lineinfo = lineinfo;
-             o.compile.link = std::move(link);
-             o.template_args = std::move(template_args);
-             o.cache = cache;
-             o.cooperative = cooperative ? (*cooperative ? 1 : 0) : -1;
-             return std::make_shared<KernelDefinition>(std::move(program), name, std::move(o));
+                       const py::dict& options) {
+             return std::make_shared<KernelDefinition>(std::move(program), name,
+                                                       options_from_dict(options));
            }),
-           py::arg("program"), py::arg("name"), py::arg("options"), py::arg("std"),
-           py::arg("debug"), py::arg("lineinfo"), py::arg("template_args"), py::arg("cache"),
-           py::arg("link"), py::arg("cooperative"))
+           py::arg("program"), py::arg("name"), py::arg("options"))
       // Prebuilt code (torch_cudajit.load): `program` holds the kernel's declaration.
       .def_static("prebuilt", [](std::shared_ptr<Program> program, const std::string& name,
                                  py::bytes image, const std::string& lowered_name,
@@ -100,7 +74,9 @@ void bind_definitions(py::module_& m) {
       .def_property_readonly("source", [](const KernelDefinition& d) { return d.program().source(); })
       .def_property_readonly("is_template", [](const KernelDefinition& d) { return d.decl().is_template; })
       .def_property_readonly("fingerprint", &KernelDefinition::fingerprint)
-      .def_property_readonly("options", &options_dict)
+      .def_property_readonly("options", [](const KernelDefinition& d) {
+        return options_dict(d.state());
+      })
       .def_property_readonly("params", [](const KernelDefinition& d) {
         py::list out;
         for (const ParamBinding& b : d.bindings()) out.append(param_dict(b));

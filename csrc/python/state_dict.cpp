@@ -25,9 +25,9 @@ py::object to_python(const std::vector<std::string>& v) {
 }
 
 [[noreturn]] void wrong_type(const char* field, const char* expected, const py::handle& got) {
-  throw py::type_error("torch_cudajit: the state's field '" + std::string(field) + "' must be " +
-                       expected + ", got " + std::string(py::str(py::type::of(got).attr("__name__"))) +
-                       "; pass what KernelDefinition.state_dict gives.");
+  // read_fields says whose field it is and what gives a right one.
+  throw py::type_error("'" + std::string(field) + "' must be " + expected + ", got " +
+                       std::string(py::str(py::type::of(got).attr("__name__"))));
 }
 
 // Each field's Python type, exactly: a bool is not taken for an int, nor a str for bytes.
@@ -58,6 +58,42 @@ void from_python(const char* field, const py::handle& o, std::vector<std::string
 
 }  // namespace
 
+namespace {
+
+// `dict` into the fields of `state` that `take` selects: exactly their keys, each of its
+// field's Python type. `what` names the dict in messages ("state", "options dict") and `source` what
+// gives a right one.
+template <class Take>
+void read_fields(const py::dict& dict, State& state, const char* what, const char* source,
+                 Take take) {
+  std::set<std::string> known;
+  std::string names;
+  state.for_each([&](const StateField& f, auto& v) {
+    if (!take(f)) return;
+    known.insert(f.name);
+    names += (names.empty() ? "'" : ", '") + std::string(f.name) + "'";
+    if (!dict.contains(f.name))
+      throw py::value_error("torch_cudajit: the " + std::string(what) + " has no field '" +
+                            f.name + "'; pass what " + source + " gives.");
+    try {
+      from_python(f.name, dict[f.name], v);
+    } catch (const py::type_error& e) {
+      throw py::type_error("torch_cudajit: the " + std::string(what) + "'s field " + e.what() +
+                           "; pass what " + source + " gives.");
+    }
+  });
+  for (const auto& item : dict) {
+    const std::string key = py::str(item.first);
+    if (!known.count(key))
+      throw py::value_error("torch_cudajit: the " + std::string(what) + " has an unknown field '" +
+                            key + "'; its fields are " + names + ".");
+  }
+}
+
+bool is_option(const StateField& f) { return f.kind == StateFieldKind::kOption; }
+
+}  // namespace
+
 py::dict state_dict(const State& state) {
   py::dict out;
   state.for_each([&](const StateField& f, const auto& v) { out[f.name] = to_python(v); });
@@ -66,24 +102,22 @@ py::dict state_dict(const State& state) {
 
 State state_from_dict(const py::dict& dict) {
   State s;
-  std::set<std::string> known;
-  std::string names;
-  s.for_each([&](const StateField& f, auto& v) {
-    known.insert(f.name);
-    names += (names.empty() ? "'" : ", '") + std::string(f.name) + "'";
-    if (!dict.contains(f.name))
-      throw py::value_error("torch_cudajit: the state has no field '" + std::string(f.name) +
-                            "'; pass what KernelDefinition.state_dict gives.");
-    const py::object value = dict[f.name];
-    from_python(f.name, value, v);
-  });
-  for (const auto& item : dict) {
-    const std::string key = py::str(item.first);
-    if (!known.count(key))
-      throw py::value_error("torch_cudajit: the state has an unknown field '" + key +
-                            "'; its fields are " + names + ".");
-  }
+  read_fields(dict, s, "state", "KernelDefinition.state_dict", [](const StateField&) { return true; });
   return s;
+}
+
+py::dict options_dict(const State& state) {
+  py::dict out;
+  state.for_each([&](const StateField& f, const auto& v) {
+    if (is_option(f)) out[f.name] = to_python(v);
+  });
+  return out;
+}
+
+KernelOptions options_from_dict(const py::dict& dict) {
+  State s;
+  read_fields(dict, s, "options dict", "KernelDefinition.options", is_option);
+  return KernelDefinition::options_of(s);
 }
 
 }  // namespace torch_cudajit::python

@@ -73,8 +73,8 @@ def test_kernels_share_one_definition_with_their_script_object():
     k = tcj.jit("template <class T> __global__ void k(cj::Array<T, 1> o, T a) {}",
                 options=["-DX=1"], debug=True, template_args="float")
     assert k.options == {"options": ["-DX=1"], "std": "c++17", "debug": True, "lineinfo": False,
-                         "template_args": "float", "cache": True, "link": (),
-                         "cooperative": None}
+                         "template_args": "float", "cache": True, "link": [],
+                         "cooperative": -1}
     assert k._definition.fingerprint == k.script_object.fingerprint()
     assert [p["role"] for p in k._definition.params] == ["output", "scalar"]
     # The state is what the script object pickles as, and rebuilds the same definition.

@@ -47,3 +47,30 @@ def test_state_dict_errors_name_the_field(change, error, match):
     change(state)
     with pytest.raises(error, match=match):
         tcj._C.KernelDefinition.from_state(state)
+
+
+def test_options_are_the_option_fields_of_the_state():
+    d = definition()
+    options = d.options
+    # The option rows of the field list, in its order, with the state's values.
+    assert list(options) == [f for f in FIELDS if f not in ("source", "name", "filename",
+                                                              "reflection")]
+    assert options == {k: v for k, v in d.state_dict.items() if k in options}
+    # A definition made from them is the same kernel.
+    program = tcj._C.Program(SOURCE, "kernel.cu", options["options"], options["std"])
+    again = tcj._C.KernelDefinition(program, "k", options)
+    assert again.fingerprint == d.fingerprint and again.state == d.state
+
+
+@pytest.mark.parametrize("change, error, match", [
+    (lambda o: o.pop("lineinfo"), ValueError, "the options dict has no field 'lineinfo'; pass "
+                                              "what KernelDefinition.options gives"),
+    (lambda o: o.update(source="x"), ValueError, "the options dict has an unknown field 'source'"),
+    (lambda o: o.update(std=17), TypeError, "the options dict's field 'std' must be a str, got int"),
+], ids=["missing", "not-an-option", "type"])
+def test_options_errors_name_the_field(change, error, match):
+    options = definition().options
+    change(options)
+    program = tcj._C.Program(SOURCE, "kernel.cu", [], "c++17")
+    with pytest.raises(error, match=match):
+        tcj._C.KernelDefinition(program, "k", options)
