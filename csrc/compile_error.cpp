@@ -3,6 +3,7 @@
 // set.
 #include "program.h"
 
+#include "excerpt.h"
 #include "file_io.h"
 
 #include <algorithm>
@@ -102,14 +103,20 @@ std::string condensed_log(const std::string& log) {
 
 CompileError::CompileError(std::string kernel_name, std::string arch,
                            std::vector<std::string> options, std::string log,
-                           std::string numbered_source, std::string hint)
+                           const std::string& source, const std::string& filename,
+                           std::string hint)
     : c10::Error(
           [&] {
             std::ostringstream os;
             os << "torch_cudajit: kernel '" << kernel_name << "' failed to compile for " << arch
                << ".\n" << hint << "NVRTC options:";
             for (const auto& o : options) os << " " << o;
-            os << "\nNVRTC log:\n" << detail::condensed_log(log) << "\nSource:\n" << numbered_source;
+            os << "\nNVRTC log:\n" << detail::condensed_log(log);
+            const std::string excerpt =
+                detail::source_excerpt(source, detail::nvrtc_error_lines(log, filename));
+            if (!excerpt.empty())
+              os << "\nSource (" << filename << "; CompileError.source has all of it, numbered):\n"
+                 << excerpt;
             return os.str();
           }(),
           /*backtrace=*/nullptr),
@@ -117,22 +124,10 @@ CompileError::CompileError(std::string kernel_name, std::string arch,
       arch_(std::move(arch)),
       options_(std::move(options)),
       log_(std::move(log)),
-      numbered_source_(std::move(numbered_source)) {}
-
+      numbered_source_(number_lines(source)) {}
 
 std::string number_lines(const std::string& source) {
-  std::ostringstream os;
-  std::istringstream is(source);
-  std::string line;
-  size_t n = 0;
-  size_t total = static_cast<size_t>(std::count(source.begin(), source.end(), '\n')) + 1;
-  int width = static_cast<int>(std::to_string(total).size());
-  while (std::getline(is, line)) {
-    std::string num = std::to_string(++n);
-    os << std::string(static_cast<size_t>(width) - num.size(), ' ') << num << " | " << line << "\n";
-  }
-  return os.str();
+  return detail::numbered_lines(source, 1, std::string::npos);
 }
-
 
 }  // namespace torch_cudajit

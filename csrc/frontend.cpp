@@ -20,6 +20,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -133,6 +134,7 @@ void read_kernel(CXCursor cursor, bool is_template, Walk& w) {
     depth += ch == '(' ? 1 : ch == ')' ? -1 : 0;
   }
   k.is_definition = end < w.source.size() && w.source[end] == '{';
+  k.end = std::min(end, w.source.size());
   struct Children {
     Walk* w;
     ParsedKernel* k;
@@ -217,7 +219,8 @@ int visit(CXCursor cursor, CXCursor, CXClientData data) {
 
 // What nvcc's and NVRTC's CUDA mode gives every source before its first line, for Clang's
 // CUDA mode without CUDA's runtime wrapper headers: the execution-space keywords as the
-// attributes Clang knows, NVRTC's predefined macros and types, and CUDA's vector types.
+// attributes Clang knows, NVRTC's predefined macros and types, and CUDA's built-in types (the
+// vector types, dim3, cudaTextureObject_t, cudaStream_t, ...), which NVRTC declares unasked.
 constexpr const char* kPrelude = R"(
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
@@ -237,7 +240,9 @@ constexpr const char* kPrelude = R"(
 #define CJ_FRONTEND 1
 typedef __SIZE_TYPE__ size_t;
 namespace std { template <class T> class initializer_list; }
-#if __has_include(<vector_types.h>)
+#if __has_include(<builtin_types.h>)
+#include <builtin_types.h>
+#elif __has_include(<vector_types.h>)
 #include <vector_types.h>
 #endif
 )";
@@ -309,14 +314,43 @@ FileList inclusions(CXTranslationUnit tu) {
   return std::move(v.files);
 }
 
+// Adds to each kernel of `kernels` the errors Clang reported inside its declaration.
+void add_declaration_errors(CXTranslationUnit tu, const std::string& filename,
+                            std::vector<ParsedKernel>& kernels) {
+  const auto& c = libclang();
+  for (unsigned i = 0, n = c.clang_getNumDiagnostics(tu); i < n; ++i) {
+    void* d = c.clang_getDiagnostic(tu, i);
+    if (c.clang_getDiagnosticSeverity(d) >= kDiagnosticError) {
+      CXFile file = nullptr;
+      unsigned line = 0, column = 0, offset = 0;
+      c.clang_getFileLocation(c.clang_getDiagnosticLocation(d), &file, &line, &column, &offset);
+      const std::string text = take(c.clang_getDiagnosticSpelling(d));
+      // `auto` parameters are read before C++20 is switched on for them (Program does).
+      if (file == t_main_file && text.find("'auto'") == std::string::npos) {
+        for (ParsedKernel& k : kernels)
+          if (k.begin != std::string::npos && offset >= k.begin && offset < k.end) {
+            k.errors.push_back(filename + ":" + std::to_string(line) + ":" +
+                               std::to_string(column) + ": error: " + text);
+            k.error_lines.push_back(line);
+          }
+      }
+    }
+    c.clang_disposeDiagnostic(d);
+  }
+}
+
 // The first "file not found" diagnostic of a parse ("" when there is none).
 std::string missing_header(CXTranslationUnit tu) {
   const auto& c = libclang();
   std::string out;
   for (unsigned i = 0, n = c.clang_getNumDiagnostics(tu); i < n && out.empty(); ++i) {
     void* d = c.clang_getDiagnostic(tu, i);
-    if (take(c.clang_getDiagnosticSpelling(d)).find("file not found") != std::string::npos)
+    if (take(c.clang_getDiagnosticSpelling(d)).find("file not found") != std::string::npos) {
       out = take(c.clang_formatDiagnostic(d, /*CXDiagnostic_DisplaySourceLocation=*/1));
+      // The source is held under the front end's own folder: name it as the user did.
+      const std::string held = std::string(kVirtualRoot) + "source/";
+      if (out.compare(0, held.size(), held) == 0) out.erase(0, held.size());
+    }
     c.clang_disposeDiagnostic(d);
   }
   return out;
@@ -705,6 +739,9 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
     visit_children(c.clang_getTranslationUnitCursor(tu), w);
     files = inclusions(tu);
     missing = missing_header(tu);
+    // A missing header leaves its types unresolved: the source's declarations are then not
+    // judged (NVRTC may well find the header).
+    if (missing.empty()) add_declaration_errors(tu, filename, w.out);
     if (!kept_key.empty())
       keep_unit(std::move(kept_key), tu, files);
     else

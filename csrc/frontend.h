@@ -39,7 +39,15 @@ struct ParsedKernel {
   size_t template_params_end = std::string::npos;
   size_t template_close = std::string::npos;
   size_t line = 1;  ///< 1-based line of the declaration
+  /// Offset one past the declaration: its body's '{' or its ';'.
+  size_t end = std::string::npos;
   std::vector<ParsedParam> params;
+  /// Clang's errors located inside the declaration ("file:line:col: error: text"), when every
+  /// header was found (an unresolved type is then the source's own mistake, which NVRTC would
+  /// refuse too). Errors of `auto` parameters before C++20 are not among them.
+  std::vector<std::string> errors;
+  /// The 1-based lines those errors point at.
+  std::vector<size_t> error_lines;
 };
 
 /// What a parse read besides the source itself.

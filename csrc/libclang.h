@@ -55,7 +55,7 @@ constexpr int kTypeInvalid = 0;
 constexpr int kVisitBreak = 0, kVisitContinue = 1;
 constexpr unsigned kParseIncomplete = 0x02, kParseForSerialization = 0x10,
                    kParseSkipFunctionBodies = 0x40, kParseKeepGoing = 0x200;
-constexpr int kDiagnosticFatal = 4;
+constexpr int kDiagnosticError = 3, kDiagnosticFatal = 4;
 
 #define CJ_LIBCLANG_FUNCTIONS(X)                                                                  \
   X(clang_createIndex, CXIndex (*)(int, int))                                                     \
@@ -86,6 +86,7 @@ constexpr int kDiagnosticFatal = 4;
   X(clang_getDiagnostic, void* (*)(CXTranslationUnit, unsigned))                                  \
   X(clang_getDiagnosticSeverity, int (*)(void*))                                                  \
   X(clang_getDiagnosticSpelling, CXString (*)(void*))                                             \
+  X(clang_getDiagnosticLocation, CXSourceLocation (*)(void*))                                     \
   X(clang_disposeDiagnostic, void (*)(void*))                                                     \
   X(clang_getClangVersion, CXString (*)())                                                        \
   X(clang_getInclusions, void (*)(CXTranslationUnit, CXInclusionVisitor, CXClientData))           \

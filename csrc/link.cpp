@@ -65,7 +65,7 @@ std::string compile_cu_to_ltoir(const std::string& path, const std::vector<std::
   std::string log(log_size, '\0');
   if (log_size > 0) CJ_CHECK(nvrtcGetProgramLog, prog, &log[0]);
   if (r != NVRTC_SUCCESS)
-    throw CompileError(path, opts[0].substr(6), opts, detail::utf8_text(log), number_lines(text),
+    throw CompileError(path, opts[0].substr(6), opts, detail::utf8_text(log), text, path,
                        "The link file '" + path + "' did not compile.\n");
   size_t size = 0;
   CJ_CHECK(nvrtcGetLTOIRSize, prog, &size);
@@ -104,8 +104,8 @@ void detail::link_program(const Program& program, nvrtcProgram prog,
     ~Destroy() { destroy(h); }
   } destroy{destroy_linker, &h};
   auto fail = [&](const std::string& what) {
-    throw CompileError(detail::kernel_names(requests), "sm_" + std::to_string(options.arch), out.options, link_log(h),
-                       number_lines(program.source()), what);
+    throw CompileError(detail::kernel_names(requests), "sm_" + std::to_string(options.arch),
+                       out.options, link_log(h), program.source(), program.filename(), what);
   };
   if (detail::nvjitlink().nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, ir.data(), ir.size(),
                                            program.filename().c_str()) != NVJITLINK_SUCCESS)

@@ -274,7 +274,7 @@ CompileError Program::compile_failure(const GeneratedSource& generated,
   }
   hint += detail::missing_header_hint(out.log, cuda_include_dir());
   return CompileError(detail::kernel_names(generated.requests), out.target, out.options, out.log,
-                      number_lines(source_), hint);
+                      source_, filename_, hint);
 }
 
 CompiledProgram Program::compile(const GeneratedSource& generated,

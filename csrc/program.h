@@ -22,11 +22,13 @@
 namespace torch_cudajit {
 
 /// A kernel source failed to compile. Carries the kernel name, the architecture, the NVRTC
-/// options, the compiler log and the numbered source that was compiled.
+/// options, the compiler log and the numbered source that was compiled. Its message shows the
+/// lines of the source around the errors the log reports in `filename` (a short source whole).
 class CompileError : public c10::Error {
  public:
   CompileError(std::string kernel_name, std::string arch, std::vector<std::string> options,
-               std::string log, std::string numbered_source, std::string hint);
+               std::string log, const std::string& source, const std::string& filename,
+               std::string hint);
   const std::string& kernel_name() const { return kernel_name_; }
   const std::string& arch() const { return arch_; }
   const std::vector<std::string>& options() const { return options_; }

@@ -2,6 +2,8 @@
 // declarations the Clang front end reads (frontend.h).
 #include "reflection.h"
 
+#include "excerpt.h"
+
 #include "frontend.h"
 #include "tokens.h"
 
@@ -306,8 +308,18 @@ std::vector<KernelDecl> reflect_kernels(const std::string& source,
                                         const std::vector<std::string>& args,
                                         const std::string& filename, FrontendReads* reads) {
   std::vector<KernelDecl> out;
-  for (const ParsedKernel& pk : parse_kernels(source, filename, args, reads))
+  for (const ParsedKernel& pk : parse_kernels(source, filename, args, reads)) {
+    if (!pk.errors.empty()) {
+      std::string errors;
+      for (const std::string& e : pk.errors) errors += "  " + e + "\n";
+      TORCH_CHECK_VALUE(false, "torch_cudajit: the declaration of kernel '", pk.qualified_name,
+                        "' (", filename, " line ", pk.line, ") does not compile:\n", errors,
+                        detail::source_excerpt(source, pk.error_lines, 1),
+                        "Correct the declaration: NVRTC would refuse it as well, so no launch "
+                        "of the kernel could compile.");
+    }
     if (auto k = reflect_kernel(source, pk)) out.push_back(std::move(*k));
+  }
   // Several declarations of one kernel must agree; keep the definition (or the first), with
   // the layout edits of all of them.
   std::map<std::string, size_t> seen;

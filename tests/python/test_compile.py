@@ -681,6 +681,52 @@ def test_compile_error_attributes(arch):
     assert e.log.splitlines()[0] in msg and "3 |   out[i] = undefined_symbol + n;" in msg
 
 
+def test_compile_error_shows_the_lines_around_the_error_of_a_long_source(arch):
+    # One typo in a 400-line source: the message shows its neighbourhood, not the 400 lines;
+    # CompileError.source keeps them all.
+    source = "".join(f"// note {i}\n" for i in range(400)) + BROKEN
+    with pytest.raises(tcj.CompileError) as info:
+        tcj.jit(source).compile(torch.empty(4), 3, arch=arch)
+    e, msg = info.value, str(info.value)
+    assert "Source (kernel.cu; CompileError.source has all of it, numbered):\n  ...\n" in msg
+    assert re.search(r"^401 \| __global__ void bad", msg, re.M) and "403 |   out[i] = undefined_symbol" in msg
+    assert "// note 397" not in msg and "// note 10\n" not in msg
+    assert len(msg) < 2000, len(msg)
+    assert e.source.count("\n") == 404 and " 11 | // note 10" in e.source
+
+
+@pytest.mark.parametrize("source, error, line", [
+    ("#include <cuda_fp16.h>\n\n__global__ void scale(flaot* out, const float* x, float a) {\n"
+     "  out[threadIdx.x] = a * x[threadIdx.x];\n}\n",
+     "kernel.cu:3:23: error: unknown type name 'flaot'", "3 | __global__ void scale(flaot* out"),
+    ("template <typename T>\n__global__ void scale(T* out, Half* x) {}\n",
+     "kernel.cu:2:31: error: unknown type name 'Half'", "2 | __global__ void scale(T* out, Half* x)"),
+    ("namespace ops {\n__global__ void scale(float* out, int n = undefined_default) {}\n}\n",
+     "use of undeclared identifier 'undefined_default'", "2 | __global__ void scale"),
+], ids=["typo", "template", "default"])
+def test_a_declaration_that_does_not_compile_is_refused_at_jit(source, error, line):
+    with pytest.raises(ValueError) as info:
+        tcj.jit(source)
+    msg = str(info.value)
+    assert "torch_cudajit: the declaration of kernel '" in msg and "does not compile:\n" in msg
+    assert error in msg and line in msg, msg
+    assert "NVRTC would refuse it as well" in msg
+
+
+def test_types_nvrtc_declares_unasked_are_no_declaration_errors():
+    # NVRTC declares CUDA's built-in types without an include; so does the front end.
+    k = tcj.jit("__global__ void t(cudaTextureObject_t tex, cudaSurfaceObject_t surf, dim3 d, "
+                "uint3 u, float4* o) {}")
+    assert [p.kind for p in k.params] == ["scalar", "scalar", "scalar", "scalar", "pointer"]
+
+
+def test_an_unresolved_type_behind_a_missing_header_is_left_to_nvrtc():
+    # The front end cannot judge a type whose header it did not find: the kernel is defined,
+    # and the compile says what NVRTC says.
+    k = tcj.jit('#include "no_such_header.cuh"\n__global__ void k(Missing* out) {}')
+    assert [p.name for p in k.params] == ["out"]
+
+
 def test_compile_error_is_not_cached(arch):
     k = tcj.jit(BROKEN)
     for _ in range(2):

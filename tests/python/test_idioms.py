@@ -602,7 +602,7 @@ def test_failed_deduction_leaves_the_name_map_errors_out_of_the_message():
     message, log = str(info.value), info.value.log
     follow_ups = log.count("__nv_name_map(")
     assert follow_ups >= 3
-    full = message[message.index("NVRTC log:"):message.index("\nSource:")]
+    full = message[message.index("NVRTC log:"):message.index("\nSource (")]
     assert "#pragma nv_mangled_name" not in full
     assert re.search(r"NVRTC log:\ntorch_cudajit_generated\(\d+\): error: no instance of overloaded "
                      r"function \"cj_detail_sig_k\" matches the argument list\n", full), full

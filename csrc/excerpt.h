@@ -1,0 +1,27 @@
+// torch_cudajit: excerpts of a source for error messages: the lines an error points at, with a
+// few lines around them, numbered as the compiler numbers them.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace torch_cudajit::detail {
+
+/// Sources of up to this many lines are shown whole when no error names a line.
+constexpr size_t kWholeSourceLines = 40;
+
+/// `source`'s lines `first`..`last` (1-based, inclusive), each as "<number> | <text>" with the
+/// numbers right-aligned to the width of the source's last line number.
+std::string numbered_lines(const std::string& source, size_t first, size_t last);
+
+/// The lines of `source` around `lines` (1-based; any order, repeats allowed), `context` lines
+/// either side, numbered, with a "..." line where lines are left out. Without lines: the whole
+/// source when it has at most kWholeSourceLines lines, else "" (nothing worth showing).
+std::string source_excerpt(const std::string& source, std::vector<size_t> lines,
+                           size_t context = 2);
+
+/// The 1-based lines of `filename` that NVRTC's log reports errors at ("name(12): error: ...").
+std::vector<size_t> nvrtc_error_lines(const std::string& log, const std::string& filename);
+
+}  // namespace torch_cudajit::detail
