@@ -176,6 +176,8 @@ KernelDefinition::KernelDefinition(std::shared_ptr<const Program> program,
   else
     virtual_grid_refusal_ =
         torch_cudajit::virtual_grid_refusal(*program_, decl_->name, options_.compile);
+  // Prebuilt code was instantiated when it was built.
+  if (!options_.prebuilt) template_problem_ = template_args_problem(*decl_, options_.template_args);
   fingerprint_ = fingerprint_of(program_->digest(), state_of(options_, requested_std_, decl_->name));
 }
 

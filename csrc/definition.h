@@ -176,6 +176,10 @@ class KernelDefinition {
   /// Why forall cannot run this kernel on a virtual grid (virtual_grid.h), or "" when it can
   /// (for arguments whose written tensors overlap nothing else).
   const std::string& virtual_grid_refusal() const { return virtual_grid_refusal_; }
+  /// Why the kernel's template arguments cannot all be known for a launch ("" when they can):
+  /// template_args_problem's message. A compile throws it as a c10::ValueError; jit throws it
+  /// when it defines the kernel alone (a module's other kernels stay usable).
+  const std::string& template_problem() const { return template_problem_; }
   /// 16 hex characters of SHA-256 over what defines the kernel: equal definitions have equal
   /// fingerprints.
   const std::string& fingerprint() const { return fingerprint_; }
@@ -192,6 +196,7 @@ class KernelDefinition {
   bool cooperative_ = false;
   TaskLoop task_loop_ = TaskLoop::kOnePerThread;
   std::string virtual_grid_refusal_;
+  std::string template_problem_;
   std::string fingerprint_;
 };
 

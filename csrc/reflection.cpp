@@ -187,25 +187,38 @@ std::optional<size_t> KernelDecl::find_param(const std::string& n) const {
   return std::nullopt;
 }
 
-std::vector<std::string> KernelDecl::template_param_names() const {
-  std::vector<std::string> names;
+std::vector<TemplateParam> KernelDecl::template_parameters() const {
+  std::vector<TemplateParam> out;
   const std::vector<Token> t = tokenize(template_params, 0, template_params.size());
   for (const auto& part : split_top(t, 0, t.size())) {
+    TemplateParam p;
+    p.text = join(t, part.first, part.second);
     // The name is the last identifier before a default argument (`typename T = float`).
     size_t end = part.second;
-    for (size_t i = part.first; i < part.second; ++i)
+    for (size_t i = part.first; i < part.second; ++i) {
       if (t[i].text == "=") {
         end = i;
+        p.has_default = true;
         break;
       }
+      p.is_pack = p.is_pack || t[i].text == ".";  // `...` tokenizes as three dots
+    }
     for (size_t i = end; i > part.first; --i) {
       const Token& x = t[i - 1];
       if (!x.ident) continue;
       // `typename`, `class` or `int` last: an unnamed parameter.
-      if (type_keywords().count(x.text) == 0) names.push_back(x.text);
+      if (type_keywords().count(x.text) == 0) p.name = x.text;
       break;
     }
+    out.push_back(std::move(p));
   }
+  return out;
+}
+
+std::vector<std::string> KernelDecl::template_param_names() const {
+  std::vector<std::string> names;
+  for (const TemplateParam& p : template_parameters())
+    if (!p.name.empty()) names.push_back(p.name);
   return names;
 }
 

@@ -73,6 +73,14 @@ inline bool may_write(const Param& p) {
 /// The role's name in Python and messages: "output", "input", "scalar" or "auto".
 const char* to_string(ParamRole r);
 
+/// One template parameter of a kernel, as declared.
+struct TemplateParam {
+  std::string text;  ///< its declaration (`typename T = float`, `int BLOCK`)
+  std::string name;  ///< "" when unnamed
+  bool has_default = false;
+  bool is_pack = false;  ///< `typename... Ts`
+};
+
 /// One reflected __global__ function.
 struct KernelDecl {
   std::string name;
@@ -93,6 +101,8 @@ struct KernelDecl {
   /// Names of the kernel's own template parameters (`T`, `N` of `template <typename T, int N>`);
   /// unnamed ones are left out.
   std::vector<std::string> template_param_names() const;
+  /// The kernel's own template parameters, in order (none for a non-template).
+  std::vector<TemplateParam> template_parameters() const;
   /// Number of template parameters added by the layout rewrite.
   size_t layout_params() const;
   /// The template header of the rewritten kernel (with layout parameters), or "" if none.

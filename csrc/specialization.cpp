@@ -2,6 +2,7 @@
 #include "specialization.h"
 
 #include "sha256.h"
+#include "tokens.h"
 
 #include <c10/util/Exception.h>
 
@@ -287,7 +288,14 @@ std::string scope_of(const KernelDecl& d) {
 }
 }  // namespace
 
-std::string deduction_helper(const KernelDecl& d, const SpecKey* key, const std::string& suffix) {
+namespace {
+
+// The deduction helper of `d` under the template header `header`. Without `kernel_ref` it
+// returns the Sig of the parameters' types; with it (named template arguments), a KSig that
+// also holds the address of that instantiation of the kernel, as the helper's own template
+// parameters spell it.
+std::string helper_text(const KernelDecl& d, const SpecKey* key, const std::string& suffix,
+                        const std::string& header, const std::string& kernel_ref) {
   // The helper goes in the kernel's namespace, where its parameter types mean what they mean
   // in the kernel's declaration.
   const std::string scope = scope_of(d);
@@ -303,7 +311,7 @@ std::string deduction_helper(const KernelDecl& d, const SpecKey* key, const std:
   std::ostringstream os;
   os << open;
   for (int priority : {1, 0}) {
-    os << d.rewritten_template_header() << "\n__device__ auto cj_detail_sig_" << d.name << suffix
+    os << header << "\n__device__ auto cj_detail_sig_" << d.name << suffix
        << "(::cj::detail::priority<" << priority << ">";
     for (size_t i = 0; i < d.params.size(); ++i) {
       const Param& p = d.params[i];
@@ -316,12 +324,97 @@ std::string deduction_helper(const KernelDecl& d, const SpecKey* key, const std:
         os << helper_type(p.rewritten_type);
       os << " cj_p" << i;
     }
-    os << ") -> ::cj::detail::Sig<";
+    os << ") -> ::cj::detail::";
+    if (kernel_ref.empty())
+      os << "Sig<";
+    else
+      os << "KSig<decltype(&" << kernel_ref << "), &" << kernel_ref << (d.params.empty() ? "" : ", ");
     for (size_t i = 0; i < d.params.size(); ++i) os << (i ? ", " : "") << "decltype(cj_p" << i << ")";
     os << ">;\n";
   }
   os << close;
   return os.str();
+}
+
+// The text of a top-level part of a template argument list, trimmed.
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\n") - b + 1);
+}
+
+}  // namespace
+
+std::string deduction_helper(const KernelDecl& d, const SpecKey* key, const std::string& suffix) {
+  return helper_text(d, key, suffix, d.rewritten_template_header(), "");
+}
+
+TemplateArguments split_template_args(const std::string& text) {
+  using detail::Token;
+  using detail::split_top;
+  using detail::tokenize;
+  TemplateArguments out;
+  const std::vector<Token> t = tokenize(text, 0, text.size());
+  for (const auto& [b, e] : split_top(t, 0, t.size())) {
+    if (b == e) continue;
+    // NAME = value: an identifier, then a lone '=' (`N == 4` tokenizes as two '=').
+    const bool named = e - b >= 3 && t[b].ident && t[b + 1].text == "=" && t[b + 2].text != "=";
+    const size_t to = e < t.size() ? t[e].pos : text.size();
+    if (named) {
+      out.named.emplace_back(t[b].text, trimmed(text.substr(t[b + 2].pos, to - t[b + 2].pos)));
+    } else {
+      const std::string part = trimmed(text.substr(t[b].pos, to - t[b].pos));
+      TORCH_CHECK_VALUE(out.named.empty(), "torch_cudajit: template_args '", text, "' gives the "
+                        "positional argument '", part, "' after a named one; give the positional "
+                        "arguments first (as C++ does), then NAME=value ones.");
+      out.positional.push_back(part);
+    }
+  }
+  return out;
+}
+
+std::string template_args_problem(const KernelDecl& d, const std::string& template_args) {
+  const TemplateArguments given = split_template_args(template_args);
+  const std::vector<TemplateParam> params = d.template_parameters();
+  const std::string kernel = "torch_cudajit: kernel '" + d.qualified_name + "'";
+  std::string names;
+  for (const TemplateParam& p : params)
+    if (!p.name.empty()) names += (names.empty() ? "'" : ", '") + p.name + "'";
+  if (!given.named.empty())
+    for (const TemplateParam& p : params)
+      if (p.name.empty())
+        return kernel + " has an unnamed template parameter ('" + p.text + "'), so template_args "
+               "cannot name its parameters; give them all positionally.";
+  std::vector<bool> bound(params.size(), false);
+  for (size_t i = 0; i < params.size() && i < given.positional.size(); ++i) bound[i] = true;
+  for (const auto& [name, value] : given.named) {
+    size_t i = 0;
+    while (i < params.size() && params[i].name != name) ++i;
+    if (i == params.size())
+      return kernel + " has no template parameter '" + name + "' (template_args names it)" +
+             (names.empty() ? "; it is not a template." : "; its template parameters are " + names + ".");
+    if (params[i].is_pack)
+      return kernel + ": template_args names the parameter pack '" + name + "', which only "
+             "positional arguments can give; give it positionally, after the parameters before it.";
+    if (bound[i])
+      return kernel + ": template_args gives its template parameter '" + name + "' twice (by "
+             "position and by name); give it once.";
+    bound[i] = true;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const TemplateParam& p = params[i];
+    if (bound[i] || p.has_default || p.is_pack || p.name.empty()) continue;
+    bool deducible = false;
+    for (const Param& q : d.params)
+      for (const std::string& id : identifiers_of(q.type)) deducible = deducible || id == p.name;
+    if (!deducible)
+      return kernel + " has the template parameter '" + p.name + "', which appears in none of "
+             "its parameters' types, so no argument can deduce it. Give it when defining the "
+             "kernel: cj.jit(..., template_args={'" + p.name + "': ...}) (in C++, "
+             "KernelOptions::template_args = \"" + p.name + "=...\"), or give it a default "
+             "in the kernel's template header.";
+  }
+  return "";
 }
 
 std::string instantiation_tag(const KernelDecl& d, const SpecKey& key) {
@@ -331,6 +424,46 @@ std::string instantiation_tag(const KernelDecl& d, const SpecKey& key) {
   return sha256_hex(d.name + '\0' + bytes).substr(0, 12);
 }
 
+namespace {
+
+// The deduction helper's parts for named template arguments: its template header lists the
+// given parameters first (in the kernel's order), so that explicit arguments reach them and
+// the others are deduced; its KSig names the kernel with every parameter in the kernel's order.
+struct NamedHelper {
+  std::string header, explicit_args, kernel_ref;
+};
+
+NamedHelper named_helper(const KernelDecl& d, const TemplateArguments& given) {
+  const std::vector<TemplateParam> params = d.template_parameters();
+  std::vector<std::string> value(params.size());
+  for (size_t i = 0; i < params.size() && i < given.positional.size(); ++i) value[i] = given.positional[i];
+  for (const auto& [n, v] : given.named)
+    for (size_t i = 0; i < params.size(); ++i)
+      if (params[i].name == n) value[i] = v;
+  std::vector<std::string> first, rest, refs;
+  NamedHelper h;
+  for (size_t i = 0; i < params.size(); ++i) {
+    TORCH_INTERNAL_ASSERT(!params[i].name.empty(), "named template arguments with an unnamed "
+                          "template parameter pass template_args_problem");
+    (value[i].empty() ? rest : first).push_back(params[i].text);
+    if (!value[i].empty()) h.explicit_args += (h.explicit_args.empty() ? "" : ", ") + value[i];
+    refs.push_back(params[i].name + (params[i].is_pack ? "..." : ""));
+  }
+  for (size_t i = 0; i < d.layout_params(); ++i) {
+    rest.push_back("class CjL" + std::to_string(i));
+    refs.push_back("CjL" + std::to_string(i));
+  }
+  std::string list, ref;
+  for (const auto& p : first) list += (list.empty() ? "" : ", ") + p;
+  for (const auto& p : rest) list += (list.empty() ? "" : ", ") + p;
+  for (const auto& r : refs) ref += (ref.empty() ? "" : ", ") + r;
+  h.header = "template <" + list + ">";
+  h.kernel_ref = scope_of(d) + d.name + "<" + ref + ">";
+  return h;
+}
+
+}  // namespace
+
 Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
                                  const std::string& template_args, const std::string& tag) {
   TORCH_INTERNAL_ASSERT(key.size == d.params.size(), "key size ", key.size, " != params ",
@@ -338,24 +471,36 @@ Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
   Instantiation inst;
   const std::string alias = "cj_detail_spec_" + tag;
   std::ostringstream os;
-  // A key with addresses has a helper of its own, whose address parameters are not deduced.
-  std::string helper_suffix;
+  const TemplateArguments given = split_template_args(template_args);
+  // A key with addresses has a helper of its own, whose address parameters are not deduced;
+  // so has one with named template arguments, whose helper takes the given ones first.
+  std::string helper_suffix, helper_args = template_args, kernel;
   for (uint32_t i = 0; i < key.size; ++i)
     if (key.args[i].kind == ArgKind::kAddress) helper_suffix = "_" + tag;
-  if (!helper_suffix.empty()) os << deduction_helper(d, &key, helper_suffix);
+  const std::string name = scope_of(d) + d.name;
+  if (!given.named.empty()) {
+    helper_suffix = "_" + tag;
+    const NamedHelper named = named_helper(d, given);
+    os << helper_text(d, &key, helper_suffix, named.header, named.kernel_ref);
+    helper_args = named.explicit_args;
+    // The helper's KSig holds the kernel's address for the deduced and the given arguments.
+    kernel = alias + "::kernel";
+  } else {
+    if (!helper_suffix.empty()) os << deduction_helper(d, &key, helper_suffix);
+    // Explicit template arguments name the kernel too: parameters no argument mentions
+    // (template <int N, ...>) cannot be deduced from the function type alone.
+    kernel = "static_cast<" + alias + "::fn>(" +
+             (template_args.empty() ? name : name + "<" + template_args + ">") + ")";
+  }
   os << "using " << alias << " = decltype(" << scope_of(d) << "cj_detail_sig_" << d.name
      << helper_suffix;
-  if (!template_args.empty()) os << "<" << template_args << ">";
+  if (!helper_args.empty()) os << "<" << helper_args << ">";
   os << "(::cj::detail::priority<1>{}";
   for (size_t i = 0; i < d.params.size(); ++i)
     os << ", ::cj::detail::declval<" << argument_cpp_type(d.params[i], key.args[i]) << ">()";
   os << "));\n";
   inst.alias_definition = os.str();
-  // Explicit template arguments name the kernel too: parameters no argument mentions
-  // (template <int N, ...>) cannot be deduced from the function type alone.
-  const std::string name = scope_of(d) + d.name;
-  std::string kernel = template_args.empty() ? name : name + "<" + template_args + ">";
-  inst.kernel_expression = "static_cast<" + alias + "::fn>(" + kernel + ")";
+  inst.kernel_expression = kernel;
   for (size_t i = 0; i < d.params.size(); ++i) {
     std::string t = alias + "::arg<" + std::to_string(i) + ">";
     inst.known_probes.push_back({});

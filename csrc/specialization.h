@@ -148,6 +148,23 @@ std::string argument_cpp_type(const Param& param, const ArgSig& sig);
 /// A readable signature, e.g. "(Array<float32, 2, contiguous>, Array<const float32, 1>, float)".
 std::string describe_signature(const KernelDecl& decl, const SpecKey& key);
 
+/// Explicit template arguments as a kernel's options hold them: leading positional ones
+/// ("float, 4"), then named ones ("BLOCK=256"), comma-separated.
+struct TemplateArguments {
+  std::vector<std::string> positional;
+  std::vector<std::pair<std::string, std::string>> named;  ///< (parameter name, argument)
+};
+
+/// Splits a template argument list; a top-level `NAME=value` part is named (`==` is not).
+/// Throws c10::ValueError for a positional argument after a named one.
+TemplateArguments split_template_args(const std::string& text);
+
+/// What keeps `template_args` from instantiating `decl` ("" when nothing does): a named
+/// argument that is no template parameter of it, or given twice, or one for a parameter pack;
+/// or a template parameter that no argument names and none can deduce (it appears in no
+/// parameter's type and has no default). The text is a complete message with what to do.
+std::string template_args_problem(const KernelDecl& decl, const std::string& template_args);
+
 /// The code appended to a source so that one kernel can be instantiated from keys. With
 /// `key`, the helper is the one for that key alone, named with `suffix`: the parameters of
 /// its kAddress arguments (None, cj.DevicePointer) become non-deduced contexts.

@@ -235,6 +235,7 @@ std::vector<CompiledInstance> SpecializationTable::compile_instances(const std::
   // A prebuilt image holds the one kernel every key launches.
   if (def_.options().prebuilt)
     return std::vector<CompiledInstance>(keys.size(), {def_.options().prebuilt, 0, CacheOutcome::kBypassed});
+  TORCH_CHECK_VALUE(def_.template_problem().empty(), def_.template_problem());
   CompileOptions opts = def_.options().compile;
   opts.arch = keys[0].arch;
   std::vector<InstantiationRequest> requests;

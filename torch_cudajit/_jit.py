@@ -31,23 +31,31 @@ _DTYPE_TO_CPP = {
 
 
 def _template_args(value) -> str:
+    """jit's template_args as the kernel's options hold them: positional ones ("float, 4"),
+    then NAME=value ones (from a dict, {"BLOCK": 256})."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
-    parts = []
-    for v in value:
-        if isinstance(v, torch.dtype):
-            if v not in _DTYPE_TO_CPP:
-                raise TypeError(f"template_args: dtype {v} has no CUDA C++ type")
-            parts.append(_DTYPE_TO_CPP[v])
-        elif isinstance(v, bool):
-            parts.append("true" if v else "false")
-        elif isinstance(v, (int, str)):
-            parts.append(str(v))
-        else:
-            raise TypeError(f"template_args entries must be str, int, bool or torch.dtype, got {v!r}")
-    return ", ".join(parts)
+    if isinstance(value, dict):
+        for name in value:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise TypeError(f"template_args: the keys of a dict name template parameters, "
+                                f"got {name!r}")
+        return ", ".join(f"{name}={_template_arg(v)}" for name, v in value.items())
+    return ", ".join(_template_arg(v) for v in value)
+
+
+def _template_arg(v) -> str:
+    if isinstance(v, torch.dtype):
+        if v not in _DTYPE_TO_CPP:
+            raise TypeError(f"template_args: dtype {v} has no CUDA C++ type")
+        return _DTYPE_TO_CPP[v]
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, str)):
+        return str(v)
+    raise TypeError(f"template_args entries must be str, int, bool or torch.dtype, got {v!r}")
 
 
 def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
@@ -66,8 +74,9 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         options: extra NVRTC options. include_dirs / defines: -I and -D options.
         std: the C++ standard. fastmath: --use_fast_math. lineinfo: -lineinfo.
         debug: -G, and bounds-checked cj::Array indexing.
-        template_args: explicit template arguments ("float, 4" or (torch.float32, 4)); the
-            rest are deduced from the arguments.
+        template_args: explicit template arguments: leading ones ("float, 4" or
+            (torch.float32, 4)), or any by name ({"BLOCK": 256}, or "BLOCK=256"); the rest are
+            deduced from the arguments.
         extensions: objects with ``prepare_args`` that convert arguments before a launch.
         cache: keep compiled specializations in the persistent disk cache (see
             ``torch_cudajit.cache``); False compiles them in every process.
@@ -105,10 +114,13 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
     def kernel(n):  # an unknown name raises ValueError naming the kernels that exist
         return Kernel(_C.KernelDefinition(program, n, config), extensions)
 
-    if name is not None:
-        return kernel(name)
-    if len(names) == 1:
-        return kernel(names[0])
+    if name is not None or len(names) == 1:
+        k = kernel(name if name is not None else names[0])
+        # A kernel defined alone reports now what keeps its template arguments from being
+        # known; a module's kernels report it when that kernel compiles.
+        if k._definition.template_problem:
+            raise ValueError(k._definition.template_problem)
+        return k
     return KernelModule({n: kernel(n) for n in names})
 
 

@@ -74,6 +74,7 @@ void bind_definitions(py::module_& m) {
       .def_property_readonly("source", [](const KernelDefinition& d) { return d.program().source(); })
       .def_property_readonly("is_template", [](const KernelDefinition& d) { return d.decl().is_template; })
       .def_property_readonly("fingerprint", &KernelDefinition::fingerprint)
+      .def_property_readonly("template_problem", &KernelDefinition::template_problem)
       .def_property_readonly("options", [](const KernelDefinition& d) {
         return options_dict(d.state());
       })

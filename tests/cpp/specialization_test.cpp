@@ -575,3 +575,66 @@ TEST(SpecializationTest, ParseProbeRejectsOtherNames) {
 
 }  // namespace
 }  // namespace torch_cudajit
+
+namespace torch_cudajit {
+namespace {
+
+TEST(TemplateArgumentsTest, SplitsPositionalThenNamed) {
+  struct Case {
+    const char* text;
+    std::vector<std::string> positional;
+    std::vector<std::pair<std::string, std::string>> named;
+  };
+  const std::vector<Case> cases = {
+      {"", {}, {}},
+      {"float, 4", {"float", "4"}, {}},
+      {"BLOCK=256", {}, {{"BLOCK", "256"}}},
+      {"float, BLOCK = 2 * 128", {"float"}, {{"BLOCK", "2 * 128"}}},
+      {"cj::Vec<float, 4>, N=(3 > 2)", {"cj::Vec<float, 4>"}, {{"N", "(3 > 2)"}}},
+      {"(N == 4)", {"(N == 4)"}, {}},  // a comparison is no name
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const TemplateArguments got = split_template_args(c.text);
+    EXPECT_EQ(got.positional, c.positional);
+    EXPECT_EQ(got.named, c.named);
+  }
+  CJ_EXPECT_CONTAINS(cjtest::expect_throws<c10::ValueError>([] { split_template_args("N=1, float"); }),
+                     "gives the positional argument 'float' after a named one");
+}
+
+TEST(TemplateArgumentsTest, NamesWhatKeepsAKernelFromBeingInstantiated) {
+  const std::vector<KernelDecl> kernels = cjtest::reflect(
+      "template <typename T, int BLOCK> __global__ void k(T* out) {}\n"
+      "template <typename T, int N = 4> __global__ void d(T* out) {}\n"
+      "template <typename... Ts> __global__ void p(Ts... xs) {}\n"
+      "template <typename T, int> __global__ void u(T* out) {}\n");
+  struct Case {
+    size_t kernel;
+    const char* template_args;
+    const char* problem;  // "" for none
+  };
+  const std::vector<Case> cases = {
+      {0, "", "has the template parameter 'BLOCK', which appears in none of its parameters' types"},
+      {0, "BLOCK=128", ""},
+      {0, "float, 128", ""},
+      {0, "float, T=int", "gives its template parameter 'T' twice"},
+      {0, "X=1", "has no template parameter 'X' (template_args names it); its template "
+                 "parameters are 'T', 'BLOCK'."},
+      {1, "", ""},  // a default
+      {2, "", ""},  // a pack deduces an empty list at worst
+      {2, "Ts=int", "names the parameter pack 'Ts'"},
+      {3, "T=float", "has an unnamed template parameter ('int')"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(kernels[c.kernel].name + " with '" + c.template_args + "'");
+    const std::string problem = template_args_problem(kernels[c.kernel], c.template_args);
+    if (std::string(c.problem).empty())
+      EXPECT_EQ(problem, "");
+    else
+      CJ_EXPECT_CONTAINS(problem, c.problem);
+  }
+}
+
+}  // namespace
+}  // namespace torch_cudajit

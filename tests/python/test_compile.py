@@ -835,3 +835,53 @@ def test_debug_mode_bounds_checks(arch):
 def test_jit_argument_checks(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+NAMED = """template <typename T, int BLOCK>
+__global__ void k(T* out, const T* x) { out[threadIdx.x] = x[threadIdx.x] * BLOCK; }"""
+
+
+@pytest.mark.parametrize("template_args", [{"BLOCK": 256}, "BLOCK=256", "float, BLOCK = 256",
+                                           {"T": torch.float32, "BLOCK": 256}],
+                         ids=["dict", "text", "mixed", "all-named"])
+def test_named_template_arguments_leave_the_rest_to_deduction(template_args, arch):
+    k = tcj.jit(NAMED, template_args=template_args)
+    c = k.compile(torch.empty(4), torch.empty(4), arch=arch)
+    # k<float, 256>: T deduced (or given), BLOCK given by name.
+    assert "_Z1kIfLi256EEvPT_PKS0_" in c.ptx
+    assert c.signature == "(float32*, const float32*)"
+
+
+def test_named_template_arguments_with_layouts_and_a_deduced_scalar(arch):
+    k = tcj.jit("template <typename T, int N, class U>\n"
+                "__global__ void a(cj::Array<T, 1> o, U u) {}", template_args={"N": 3})
+    c = k.compile(torch.empty(4, dtype=torch.float16), 2.0, arch=arch)
+    assert re.search(r"\.entry _Z1aI6__halfLi3Ed", c.ptx), c.ptx[:400]
+
+
+@pytest.mark.parametrize("template_args, match", [
+    (None, r"kernel 'k' has the template parameter 'BLOCK', which appears in none of its "
+           r"parameters' types, so no argument can deduce it. Give it when defining the kernel: "
+           r"cj.jit\(..., template_args=\{'BLOCK': ...\}\)"),
+    ({"B": 1}, r"kernel 'k' has no template parameter 'B' \(template_args names it\); its "
+               r"template parameters are 'T', 'BLOCK'"),
+    ("BLOCK=1, float", r"gives the positional argument 'float' after a named one"),
+    ("float, T=float", r"gives its template parameter 'T' twice"),
+], ids=["undeducible", "unknown-name", "positional-after-named", "twice"])
+def test_template_argument_mistakes_are_reported_at_jit(template_args, match):
+    with pytest.raises(ValueError, match=match):
+        tcj.jit(NAMED, template_args=template_args)
+
+
+def test_a_module_reports_an_undeducible_kernel_when_it_compiles(arch):
+    m = tcj.jit(NAMED + "\n__global__ void other(float* o) {}")
+    m.other.compile(torch.empty(4), arch=arch)  # the module's other kernels stay usable
+    with pytest.raises(ValueError, match="'BLOCK', which appears in none of its parameters"):
+        m.k.compile(torch.empty(4), torch.empty(4), arch=arch)
+
+
+def test_template_parameters_with_defaults_or_in_a_parameter_need_no_arguments(arch):
+    k = tcj.jit("template <typename T, int BLOCK = 128>\n__global__ void k(T* out) {}")
+    assert "_Z1kIfLi128EEvPT_" in k.compile(torch.empty(4), arch=arch).ptx
+    with pytest.raises(TypeError, match="keys of a dict name template parameters"):
+        tcj.jit(NAMED, template_args={1: 2})

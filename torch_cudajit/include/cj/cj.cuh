@@ -574,6 +574,13 @@ struct Sig {
   template <int I> using arg = typename type_at<I, P...>::type;
 };
 
+/// A resolved kernel signature with the kernel's address (named template arguments: the
+/// deduction helper names the kernel with every template argument, deduced or given).
+template <class F, F K, class... P>
+struct KSig : Sig<P...> {
+  static constexpr F kernel = K;
+};
+
 // Type codes shared with the host (cj/abi.h: TypeCodes).
 template <class T> struct type_code { static constexpr int value = ::cj::abi::kTypeUnknown; };
 template <class T> struct type_code<T*> { static constexpr int value = ::cj::abi::kTypePointer; };
