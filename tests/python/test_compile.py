@@ -885,3 +885,22 @@ def test_template_parameters_with_defaults_or_in_a_parameter_need_no_arguments(a
     assert "_Z1kIfLi128EEvPT_" in k.compile(torch.empty(4), arch=arch).ptx
     with pytest.raises(TypeError, match="keys of a dict name template parameters"):
         tcj.jit(NAMED, template_args={1: 2})
+
+
+def test_cub_after_the_implicit_standard_headers_compiles_without_warnings(arch):
+    # libcu++'s <cuda/std/climits> (which cub includes) defines the limits that the implicit
+    # <limits.h> stand-in defined first: identically, so NVRTC has nothing to warn about.
+    k = tcj.jit("#include <cub/block/block_reduce.cuh>\n"
+                "__global__ void r(float* out, const float* x) {\n"
+                "  using R = cub::BlockReduce<float, 128>;\n"
+                "  __shared__ typename R::TempStorage t;\n"
+                "  float s = R(t).Sum(x[threadIdx.x]);\n"
+                "  if (threadIdx.x == 0) out[0] = s + INT_MAX + LLONG_MAX + ULONG_MAX;\n"
+                "}", cache=False)
+    try:
+        c = k.compile(torch.empty(1), torch.empty(128), arch=arch)
+    except tcj.CompileError as e:
+        if "CCCL" in str(e):
+            pytest.skip("no CCCL headers on this machine")
+        raise
+    assert "redefinition of macro" not in c.log, c.log

@@ -5,8 +5,9 @@
 // .cu file, so torch_cudajit's implicit prelude includes this header too; it therefore pulls in
 // no libcu++ header: those bring internal-linkage definitions into every kernel, which some NVRTC
 // versions name with a per-compile hash (so the same source would not compile to the same bytes).
-// A kernel that later includes libcu++'s <cuda/std/climits> (cub does) may see a warning that
-// a macro was redefined to the same value.
+// A kernel that later includes libcu++'s <cuda/std/climits> (cub does) gets its definitions
+// again: each macro here is spelled token for token as libcu++ spells it for NVRTC, so that the
+// second definition is identical and NVRTC does not warn of a redefinition.
 #pragma once
 
 #if defined(__CUDACC_RTC__)
@@ -34,37 +35,37 @@
 #define SHRT_MIN (-SHRT_MAX - 1)
 #endif
 #ifndef SHRT_MAX
-#define SHRT_MAX 32767
+#define SHRT_MAX 0x7fff
 #endif
 #ifndef USHRT_MAX
-#define USHRT_MAX 65535
+#define USHRT_MAX 0xffff
 #endif
 #ifndef INT_MIN
 #define INT_MIN (-INT_MAX - 1)
 #endif
 #ifndef INT_MAX
-#define INT_MAX 2147483647
+#define INT_MAX 0x7fffffff
 #endif
 #ifndef UINT_MAX
-#define UINT_MAX 4294967295U
+#define UINT_MAX 0xffffffff
 #endif
 #ifndef LONG_MIN
-#define LONG_MIN (-LONG_MAX - 1L)
+#define LONG_MIN (-LONG_MAX - 1)
 #endif
 #ifndef LONG_MAX
-#define LONG_MAX 9223372036854775807L
+#define LONG_MAX LLONG_MAX
 #endif
 #ifndef ULONG_MAX
-#define ULONG_MAX 18446744073709551615UL
+#define ULONG_MAX ULLONG_MAX
 #endif
 #ifndef LLONG_MIN
-#define LLONG_MIN (-LLONG_MAX - 1LL)
+#define LLONG_MIN (-LLONG_MAX - 1)
 #endif
 #ifndef LLONG_MAX
-#define LLONG_MAX 9223372036854775807LL
+#define LLONG_MAX 0x7fffffffffffffffLL
 #endif
 #ifndef ULLONG_MAX
-#define ULLONG_MAX 18446744073709551615ULL
+#define ULLONG_MAX 0xffffffffffffffffUL
 #endif
 #ifndef MB_LEN_MAX
 #define MB_LEN_MAX 16
