@@ -3,6 +3,7 @@
 
 #include "cuda_api.h"
 #include "headers.h"
+#include "log.h"
 #include "options.h"
 #include "serialize.h"
 #include "sha256.h"
@@ -261,8 +262,9 @@ void read_names(nvrtcProgram prog, const std::vector<Instantiation>& insts, Comp
 }  // namespace
 
 CompileError Program::compile_failure(const GeneratedSource& generated,
-                                      const CompiledProgram& out) const {
+                                      const CompiledProgram& out, const std::string& dumped) const {
   std::string hint;
+  if (!dumped.empty()) hint += "The source NVRTC compiled (TORCH_CUDAJIT_DUMP): " + dumped + "\n";
   if (out.log.find("torch_cudajit_generated") != std::string::npos) {
     hint = "The kernel could not be instantiated for the argument types of this call:";
     for (const auto& r : generated.requests)
@@ -301,10 +303,28 @@ CompiledProgram Program::compile(const GeneratedSource& generated,
   }
   std::vector<const char*> argv;
   for (const auto& o : out.options) argv.push_back(o.c_str());
+  // TORCH_CUDAJIT_DUMP: the text NVRTC compiles, named by its digest, which errors cite.
+  std::string dumped;
+  if (!detail::dump_folder().empty()) {
+    const std::string stem = filename_.substr(filename_.rfind('/') + 1);
+    dumped = detail::dump_source(stem.substr(0, stem.rfind('.')) + "-" +
+                                     sha256_hex(generated.text).substr(0, 12),
+                                 generated.text);
+  }
+  const long long start = detail::now_ns();
   const nvrtcResult result =
       detail::nvrtc().nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
   out.log = program_log(prog);
-  if (result != NVRTC_SUCCESS) throw compile_failure(generated, out);
+  if (detail::log_enabled(LogLevel::kDebug)) {
+    std::string line = "NVRTC compiled '" + filename_ + "' (" +
+                       detail::kernel_names(generated.requests) + ") for " + out.target + " in " +
+                       detail::elapsed_ms(start) + (result == NVRTC_SUCCESS ? "" : ", with errors");
+    if (!dumped.empty()) line += "; generated source: " + dumped;
+    line += "; options:";
+    for (const auto& o : out.options) line += " " + o;
+    detail::log(LogLevel::kDebug, line);
+  }
+  if (result != NVRTC_SUCCESS) throw compile_failure(generated, out, dumped);
   if (!options.link.empty())
     detail::link_program(*this, prog, generated.requests, options, out);
   else

@@ -175,7 +175,9 @@ class Program {
  private:
   /// The CompileError of a compile NVRTC rejected: its log, and for a failed instantiation the
   /// signatures asked for and the first error.
-  CompileError compile_failure(const GeneratedSource& generated, const CompiledProgram& out) const;
+  /// The error of a failed compile; `dumped` is where TORCH_CUDAJIT_DUMP wrote its source.
+  CompileError compile_failure(const GeneratedSource& generated, const CompiledProgram& out,
+                               const std::string& dumped = "") const;
   /// The source from a kernel's declaration to the next kernel's declaration (or the end).
   std::string kernel_region(const std::string& kernel_name) const;
 

@@ -6,6 +6,7 @@
 #include "file_io.h"
 #include "frontend.h"
 #include "headers.h"
+#include "log.h"
 #include "serialize.h"
 #include "sha256.h"
 
@@ -276,6 +277,7 @@ SourceReading read_source(const std::string& source, const std::string& filename
         // Read by another libclang than the one this process would load: read again. With none
         // to be found (a deployed process), the record is what there is.
         const std::string libclang = libclang_identity();
+        out.from_cache = true;
         if (libclang.empty() || libclang == read_with) return out;
       } catch (const c10::Error& e) {
         cache.reject_reflection(rkey, e.what_without_backtrace());
@@ -323,7 +325,17 @@ std::shared_ptr<const Program> read_program(std::string source, std::string file
   Program::check_source(source, filename, options);
   if (arch <= 0) arch = detail::current_context_arch();
   if (arch <= 0) arch = kDefaultFrontendArch;
+  const long long start = detail::now_ns();
   SourceReading reading = read_source(source, filename, options, std, arch, use_cache);
+  if (detail::log_enabled(LogLevel::kInfo)) {
+    std::string names;
+    for (const KernelDecl& k : reading.kernels) names += (names.empty() ? "" : ", ") + k.qualified_name;
+    detail::log(LogLevel::kInfo, "read '" + filename + "' for sm_" + std::to_string(arch) + ": " +
+                                     (names.empty() ? "no kernels" : "kernels " + names) + "; " +
+                                     (reading.from_cache ? "declarations from the disk cache"
+                                                         : "declarations read by the front end") +
+                                     ", " + detail::elapsed_ms(start));
+  }
   auto holder = std::make_shared<RecordedProgram>(
       Program(std::move(source), std::move(filename), std::move(reading.kernels)), use_cache);
   // Compiles for the architecture, standard and options it was read with need no second reading.

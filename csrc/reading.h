@@ -25,6 +25,8 @@ struct SourceReading {
   /// header the front end could not find, a file that changed while read, no libclang to read
   /// a source that arrived with its reflection): its compiles then skip the disk cache.
   Dependencies deps;
+  /// The reflection came from a disk cache record: nothing was parsed.
+  bool from_cache = false;
 };
 
 /// The disk cache key of a source before its headers are known: the source and its file name,

@@ -4,6 +4,7 @@
 #include "specialization_table.h"
 
 #include "arg.h"
+#include "log.h"
 #include "virtual_grid.h"
 
 #include <algorithm>
@@ -244,7 +245,24 @@ std::vector<CompiledInstance> SpecializationTable::compile_instances(const std::
     requests.push_back({def_.decl().name, key, def_.options().template_args});
   }
   try {
-    return compile_cached(def_.program(), requests, opts, def_.options().cache);
+    const long long start = detail::now_ns();
+    std::vector<CompiledInstance> got =
+        compile_cached(def_.program(), requests, opts, def_.options().cache);
+    if (detail::log_enabled(LogLevel::kInfo)) {
+      const std::string took = detail::elapsed_ms(start);
+      for (size_t i = 0; i < keys.size(); ++i)
+        detail::log(LogLevel::kInfo,
+                    "kernel '" + def_.decl().qualified_name + "' " +
+                        describe_signature(def_.decl(), keys[i]) + " for sm_" +
+                        std::to_string(opts.arch) + ": " +
+                        (got[i].outcome == CacheOutcome::kHit    ? "disk cache hit"
+                         : got[i].outcome == CacheOutcome::kMiss ? "compiled, stored in the disk cache"
+                                                                 : "compiled (disk cache not used)") +
+                        ", " + took + (keys.size() > 1 ? " for " + std::to_string(keys.size()) +
+                                                             " specializations together"
+                                                       : ""));
+    }
+    return got;
   } catch (const CompileError&) {
     // A clearer error than the compiler's, when the arguments explain the failure.
     for (const SpecKey& key : keys) {

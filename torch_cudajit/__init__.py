@@ -10,6 +10,7 @@
     saxpy[blocks, threads](out, x, 2.0)
 """
 from ._loader import _C, cmake_prefix_path
+from . import _log
 from ._errors import CompileError, KernelAssertionError, LowOccupancyWarning
 from ._extensions import Extension, Params
 from ._args import DevicePointer
@@ -21,6 +22,7 @@ from ._jit import jit
 from ._prebuilt import PrebuiltKernel, load
 from . import cache
 from . import _fake  # noqa: F401  (fake implementations for torch.compile)
+_log._configure()
 
 __all__ = [
     "jit",

@@ -8,6 +8,7 @@
 #include "../device_state.h"
 #include "../frontend.h"
 #include "../kernel_runtime.h"
+#include "../log.h"
 #include "../ops/kernel_object.h"
 #include "../program.h"
 #include "../reading.h"
@@ -149,6 +150,22 @@ void bind_runtime(py::module_& m) {
   m.def("set_libclang_path", &set_libclang_path);
   m.def("libclang_version", &libclang_version);
   m.def("frontend_parse_count", &frontend_parse_count);
+  // The Python logger receives what the core reports (log.h); compiles may run on threads that
+  // do not hold the GIL, and may report while the interpreter exits.
+  m.def("set_log_sink", [](py::object fn) {
+    if (fn.is_none()) return set_log_sink(nullptr);
+    auto held = std::make_shared<py::object>(std::move(fn));
+    set_log_sink([held](int level, const std::string& message) {
+      if (!Py_IsInitialized()) return;
+      py::gil_scoped_acquire gil;
+      try {
+        (*held)(level, message);
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable("torch_cudajit log sink");
+      }
+    });
+  });
+  m.def("log_level_from_env", &log_level_from_env);
   m.def("nvrtc_version", &torch_cudajit::detail::nvrtc_version);
   m.def("nvrtc_library_file", &torch_cudajit::detail::nvrtc_library_file);
   m.def("cuda_include_dir", &cuda_include_dir);
