@@ -319,10 +319,11 @@ std::optional<KernelDecl> reflect_kernel(const std::string& source, const Parsed
 
 std::vector<KernelDecl> reflect_kernels(const std::string& source,
                                         const std::vector<std::string>& args,
-                                        const std::string& filename, FrontendReads* reads) {
+                                        const std::string& filename, FrontendReads* reads,
+                                        bool refuse_errors) {
   std::vector<KernelDecl> out;
   for (const ParsedKernel& pk : parse_kernels(source, filename, args, reads)) {
-    if (!pk.errors.empty()) {
+    if (refuse_errors && !pk.errors.empty()) {
       std::string errors;
       for (const std::string& e : pk.errors) errors += "  " + e + "\n";
       TORCH_CHECK_VALUE(false, "torch_cudajit: the declaration of kernel '", pk.qualified_name,

@@ -116,11 +116,14 @@ struct FrontendReads;
 /// Finds all __global__ functions of a source, preprocessed with `args` (frontend_args: the
 /// options NVRTC gets). `reads`, when given, receives the files the front end read. Throws
 /// c10::ValueError when a kernel name is declared with two different parameter lists
-/// (overloaded kernels are not supported).
+/// (overloaded kernels are not supported), and, with `refuse_errors`, when Clang finds an error
+/// in a kernel's declaration (every header found): its message shows the lines concerned.
+/// Without it, such parameters are classified from their text as written.
 std::vector<KernelDecl> reflect_kernels(const std::string& source,
                                         const std::vector<std::string>& args = {},
                                         const std::string& filename = "kernel.cu",
-                                        FrontendReads* reads = nullptr);
+                                        FrontendReads* reads = nullptr,
+                                        bool refuse_errors = true);
 
 /// Rewrites the source so that every cj::Array parameter without an explicit layout gains a
 /// deduced layout template parameter (CjL<i>): applies the kernels' edits.

@@ -50,9 +50,12 @@ std::string expect_throws(F&& fn) {
       << (text)
 
 /// The kernels of a source as the plugin reflects them: the front end with the include folders,
-/// macros and standard a kernel with default options compiles with.
+/// macros and standard a kernel with default options compiles with. Fragments may name types
+/// they do not declare: their parameters are classified from the text, as when a header is
+/// missing (jit refuses such declarations).
 inline std::vector<KernelDecl> reflect(const std::string& source) {
-  return reflect_kernels(source, frontend_args({}, "c++17"));
+  return reflect_kernels(source, frontend_args({}, "c++17"), "kernel.cu", nullptr,
+                         /*refuse_errors=*/false);
 }
 
 /// A fresh folder under /tmp.
