@@ -3,6 +3,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <cctype>
+#include <initializer_list>
 #include <optional>
 
 namespace torch_cudajit {
@@ -65,14 +67,51 @@ std::string visible(const std::string& s) {
   while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
   return out.substr(0, cut) + "...";
 }
+// The value of an option that is one of `flags`: "FLAG=V", or "FLAG" followed by `next` (V);
+// nullopt for another option.
+std::optional<std::string> flag_value(const std::string& o, const std::string& next,
+                                      std::initializer_list<const char*> flags) {
+  for (const char* flag : flags) {
+    const std::string f = flag;
+    if (o == f) return next;
+    if (o.rfind(f + "=", 0) == 0) return o.substr(f.size() + 1);
+  }
+  return std::nullopt;
+}
+// Refuses options[i] (`shown` as a message shows it), which sets the target architecture to
+// `value`.
+[[noreturn]] void refuse_architecture_option(size_t i, const std::string& shown,
+                                             const std::string& value) {
+  // "sm_80", "compute_80" or "80": the number, and whatever follows it (sm_90a's "a").
+  const size_t start = value.find('_') == std::string::npos ? 0 : value.find('_') + 1;
+  size_t end = start;
+  while (end < value.size() && std::isdigit(static_cast<unsigned char>(value[end]))) ++end;
+  const std::string number = end > start ? value.substr(start, end - start) : "90";
+  const bool suffix = end > start && end < value.size();
+  TORCH_CHECK_VALUE(false, "torch_cudajit: options[", i, "] is '", shown, "', which sets the "
+                    "target architecture; options cannot set it. A kernel is compiled for the "
+                    "architecture of the GPU it launches on, or for the one given to "
+                    "compile(..., arch=...) or precompile(..., arch=...), which need no GPU. "
+                    "Remove it from options", suffix ? "; architecture-specific targets such "
+                    "as '" + visible(value) + "' are not supported (compile for the compute "
+                    "capability, e.g. arch='sm_" + number + "')." : " and pass arch='sm_" +
+                    number + "' to compile or precompile to compile for that architecture.");
+}
 }  // namespace
 
 void check_options(const std::vector<std::string>& options) {
-  for (size_t i = 0; i < options.size(); ++i)
-    TORCH_CHECK_VALUE(options[i].find('\0') == std::string::npos, "torch_cudajit: options[", i,
-                      "] is '", visible(options[i]), "', which holds a NUL byte; the compiler "
-                      "would read the option only up to there. Pass each option as its own "
-                      "string, without NUL bytes.");
+  for (size_t i = 0; i < options.size(); ++i) {
+    const std::string& o = options[i];
+    TORCH_CHECK_VALUE(o.find('\0') == std::string::npos, "torch_cudajit: options[", i, "] is '",
+                      visible(o), "', which holds a NUL byte; the compiler would read the option "
+                      "only up to there. Pass each option as its own string, without NUL bytes.");
+    const std::string next = i + 1 < options.size() ? options[i + 1] : "";
+    // The option as a message shows it: with its value when that is the next option.
+    const bool separate = o.find('=') == std::string::npos && i + 1 < options.size();
+    const std::string shown = visible(o) + (separate ? "', followed by '" + visible(next) : "");
+    if (auto arch = flag_value(o, next, {"-arch", "--gpu-architecture", "-code", "--gpu-code"}))
+      refuse_architecture_option(i, shown, *arch);
+  }
 }
 
 void check_program_name(const std::string& filename) {

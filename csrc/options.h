@@ -29,7 +29,8 @@ UserOptions parse_user_options(const std::vector<std::string>& extra);
 
 namespace detail {
 /// Throws c10::ValueError naming the option when one holds a NUL byte (NVRTC and Clang would
-/// read it only up to there).
+/// read it only up to there) or sets the target architecture (-arch, --gpu-architecture, -code:
+/// the device or compile(arch=...) decides it).
 void check_options(const std::vector<std::string>& options);
 /// Throws c10::ValueError when a program name holds a NUL byte or a line break (it is written
 /// into #line directives and messages), or is empty.

@@ -449,3 +449,29 @@ def test_compile_error_at_first_launch(device, path):
     assert info.value.kernel_name == "broken"
     assert "kernel.cu(2): error" in info.value.log
     assert info.value.arch == "sm_%d%d" % torch.cuda.get_device_capability(device)
+
+
+# -- options and architectures, refused at jit or compile ------------------------------------------------
+
+@pytest.mark.parametrize("options, shown, arch", [
+    (["-arch=sm_80"], "'-arch=sm_80'", "sm_80"),
+    (["--gpu-architecture=sm_80"], "'--gpu-architecture=sm_80'", "sm_80"),
+    (["-arch", "compute_80"], "'-arch', followed by 'compute_80'", "sm_80"),
+    (["-G", "--gpu-architecture", "sm_80"], "'--gpu-architecture', followed by 'sm_80'", "sm_80"),
+    (["-code=sm_90"], "'-code=sm_90'", "sm_90"),
+], ids=["arch", "gpu-architecture", "arch-separate", "gpu-architecture-separate", "code"])
+def test_architecture_in_options_is_refused_at_jit(options, shown, arch):
+    # NVRTC would take the last -arch: sm_80 code under compile(arch=...)'s target name.
+    with pytest.raises(ValueError, match=rf"options\[\d\] is {shown}, which sets the target "
+                                         rf"architecture; options cannot set it\. A kernel is "
+                                         rf"compiled for the architecture of the GPU it launches "
+                                         rf"on, or for the one given to compile\(\.\.\., arch=\.\.\.\)"
+                                         rf" or precompile\(\.\.\., arch=\.\.\.\).* pass "
+                                         rf"arch='{arch}' to compile or precompile"):
+        tcj.jit(SRC, options=options)
+
+
+def test_architecture_specific_target_in_options_is_refused():
+    with pytest.raises(ValueError, match=r"options\[0\] is '-arch=sm_90a'.*architecture-specific "
+                                         r"targets such as 'sm_90a' are not supported"):
+        tcj.jit(SRC, options=["-arch=sm_90a"])
