@@ -3,6 +3,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cctype>
 #include <initializer_list>
 #include <optional>
@@ -51,6 +52,11 @@ UserOptions parse_user_options(const std::vector<std::string>& extra) {
   return out;
 }
 
+const std::vector<std::string>& supported_standards() {
+  static const std::vector<std::string> standards = {"c++14", "c++17", "c++20"};
+  return standards;
+}
+
 namespace detail {
 namespace {
 // A value for a message, with NUL bytes and line breaks made visible.
@@ -97,6 +103,20 @@ std::optional<std::string> flag_value(const std::string& o, const std::string& n
                     "capability, e.g. arch='sm_" + number + "')." : " and pass arch='sm_" +
                     number + "' to compile or precompile to compile for that architecture.");
 }
+// What the message of a standard that is not supported says after the option.
+std::string standard_advice(const std::string& standard) {
+  std::string accepted;
+  for (const std::string& s : supported_standards())
+    accepted += (accepted.empty() ? "'" : ", '") + s + "'";
+  const auto& known = supported_standards();
+  const bool gnu = standard.rfind("gnu++", 0) == 0;
+  // gnu++17's ISO counterpart, when it is one.
+  const std::string iso = gnu ? "c++" + standard.substr(5) : "";
+  const bool has_iso = std::find(known.begin(), known.end(), iso) != known.end();
+  return "; the C++ standard must be one of " + accepted + " (NVRTC takes these" +
+         (gnu ? " and no GNU dialect" : "") + "; cj/cj.cuh needs C++14 or later). Pass std='" +
+         (has_iso ? iso : std::string("c++17")) + "' to jit instead.";
+}
 }  // namespace
 
 void check_options(const std::vector<std::string>& options) {
@@ -111,6 +131,12 @@ void check_options(const std::vector<std::string>& options) {
     const std::string shown = visible(o) + (separate ? "', followed by '" + visible(next) : "");
     if (auto arch = flag_value(o, next, {"-arch", "--gpu-architecture", "-code", "--gpu-code"}))
       refuse_architecture_option(i, shown, *arch);
+    if (auto standard = flag_value(o, next, {"-std", "--std"})) {
+      const auto& known = supported_standards();
+      TORCH_CHECK_VALUE(std::find(known.begin(), known.end(), *standard) != known.end(),
+                        "torch_cudajit: options[", i, "] is '", shown, "'",
+                        standard_advice(*standard));
+    }
   }
 }
 

@@ -1,7 +1,7 @@
 // Tests of the user's NVRTC options read by role (csrc/options.h): every spelling NVRTC takes
 // lands in the same place, order is kept within a role, and nvJitLink gets its own spelling of
-// the options that shape machine code; options that set the target architecture are refused
-// before anything is read.
+// the options that shape machine code; options that set the target architecture or name a
+// standard NVRTC does not take are refused before anything is read.
 #include "options.h"
 #include "test_util.h"
 
@@ -95,7 +95,24 @@ TEST(OptionsTest, ArchitectureOptionsAreRefused) {
   }
 }
 
+TEST(OptionsTest, StandardsNvrtcDoesNotTakeAreRefused) {
+  for (const Strings& options :
+       {Strings{"-std=gnu++17"}, Strings{"--std=c++99"}, Strings{"-std", "c++11"}}) {
+    SCOPED_TRACE(options[0]);
+    const std::string msg =
+        cjtest::expect_throws<c10::ValueError>([&] { detail::check_options(options); });
+    CJ_EXPECT_CONTAINS(msg, "options[0] is '" + options[0]);
+    CJ_EXPECT_CONTAINS(msg, "the C++ standard must be one of 'c++14', 'c++17', 'c++20'");
+  }
+  const std::string gnu =
+      cjtest::expect_throws<c10::ValueError>([] { detail::check_options({"-std=gnu++20"}); });
+  CJ_EXPECT_CONTAINS(gnu, "no GNU dialect");
+  CJ_EXPECT_CONTAINS(gnu, "Pass std='c++20' to jit instead.");
+}
+
 TEST(OptionsTest, OtherOptionsPass) {
+  for (const std::string& standard : supported_standards())
+    detail::check_options({"-std=" + standard, "--std=" + standard});
   // Options NVRTC takes that only a compile can judge are left to it.
   detail::check_options({"-G", "-lineinfo", "-DARCH=sm_80", "--use_fast_math", "-Iarch",
                          "--maxrregcount=32", "--extra-device-vectorization"});

@@ -475,3 +475,30 @@ def test_architecture_specific_target_in_options_is_refused():
     with pytest.raises(ValueError, match=r"options\[0\] is '-arch=sm_90a'.*architecture-specific "
                                          r"targets such as 'sm_90a' are not supported"):
         tcj.jit(SRC, options=["-arch=sm_90a"])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"std": "c++99"}, r"std is 'c\+\+99'; the C\+\+ standard must be one of 'c\+\+14', 'c\+\+17', "
+                       r"'c\+\+20' \(NVRTC takes these; .*Pass std='c\+\+17' instead"),
+    ({"std": "gnu++17"}, r"std is 'gnu\+\+17'; .*NVRTC takes these and no GNU dialect.*"
+                         r"Pass std='c\+\+17' instead"),
+    ({"std": "c++11"}, r"std is 'c\+\+11'; .*cj/cj.cuh needs C\+\+14 or later"),
+    ({"options": ["-std=gnu++20"]}, r"options\[0\] is '-std=gnu\+\+20'; the C\+\+ standard must "
+                                     r"be one of .*Pass std='c\+\+20' to jit instead"),
+    ({"options": ["-G", "--std=c++23"]}, r"options\[1\] is '--std=c\+\+23'; the C\+\+ standard"),
+], ids=["c++99", "gnu++17", "c++11", "options-gnu", "options-c++23"])
+def test_standard_is_checked_at_jit(kwargs, match):
+    # Refused before the front end reads the source (libclang would fail to parse it).
+    with pytest.raises(ValueError, match=match):
+        tcj.jit(SRC, **kwargs)
+
+
+@pytest.mark.parametrize("options", [[3], ["-G", None], [b"-G"]], ids=["int", "None", "bytes"])
+def test_options_that_are_not_strings(options):
+    with pytest.raises(TypeError, match=r"options\[\d\] is .*; options must be NVRTC option strings"):
+        tcj.jit(SRC, options=options)
+
+
+def test_accepted_options_still_compile(k):
+    c = tcj.jit(SRC, options=["-G", "-std=c++20"], std="c++14").compile(*good_args(), arch=ARCH)
+    assert c.target == "sm_90" and "-G" in c.options
