@@ -241,14 +241,12 @@ def test_other_arch_gets_its_own_specialization(arch):
     assert set(k.overloads) == {(a.signature, 90), (a.signature, 80)}
 
 
-def test_arch_unknown_to_nvrtc_falls_back_to_ptx():
-    # sm_99 does not exist: the newest PTX not above it is generated, with no CUBIN.
+def test_arch_unknown_to_nvrtc_is_refused():
+    # sm_99 does not exist: an explicit arch= is refused rather than compiled as older PTX (a
+    # GPU newer than NVRTC still gets PTX: tests/cpp/program_test.cpp, UnknownArchFallsBackToPtx).
     k = tcj.jit(COPY2D)
-    c = k.compile(torch.empty(2, 2), torch.empty(2, 2), arch=99)
-    assert c.arch == 99
-    assert c.target.startswith("compute_")
-    assert int(c.target.split("_")[1]) <= 99
-    assert ".entry" in c.ptx and c.cubin == b""
+    with pytest.raises(ValueError, match=r"arch is 99: NVRTC .* cannot target sm_99\. It supports"):
+        k.compile(torch.empty(2, 2), torch.empty(2, 2), arch=99)
 
 
 def test_arch_older_than_nvrtc_supports():

@@ -5,6 +5,8 @@ arguments exactly as a launch does. Launch-only checks (argument packing, launch
 devices) are GPU tests. Launch-path tests run both positionally (the C++ fast path) and by
 keyword (the Python slow path): see _support.CALL_PATHS.
 """
+import re
+
 import pytest
 import torch
 
@@ -475,6 +477,26 @@ def test_architecture_specific_target_in_options_is_refused():
     with pytest.raises(ValueError, match=r"options\[0\] is '-arch=sm_90a'.*architecture-specific "
                                          r"targets such as 'sm_90a' are not supported"):
         tcj.jit(SRC, options=["-arch=sm_90a"])
+
+
+@pytest.mark.parametrize("arch", ["sm_999", 999, (99, 9), "sm_91"], ids=repr)
+def test_architecture_nvrtc_does_not_support_is_refused(k, arch):
+    # Not PTX of the newest architecture NVRTC supports, which no GPU asked for.
+    major, minor = tcj.nvrtc_version()
+    with pytest.raises(ValueError, match=rf"arch is {re.escape(repr(arch))}: NVRTC {major}\.{minor} "
+                                         rf"cannot target sm_\d+\. It supports sm_\d+(, sm_\d+)*; "
+                                         rf"pass one of those"):
+        k.compile(*good_args(), arch=arch)
+    with pytest.raises(ValueError, match=r"cannot target sm_\d+\. It supports sm_"):
+        k.precompile([good_args()], arch=arch)
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_100f", "compute_90a"])
+def test_architecture_specific_target_is_refused_at_compile(k, arch):
+    with pytest.raises(ValueError, match=rf"arch is '{arch}', an architecture-specific target; "
+                                         r"compile and precompile take a compute capability such "
+                                         r"as 'sm_\d+'.*\(the 'a' and 'f' suffixes\) are not supported"):
+        k.compile(*good_args(), arch=arch)
 
 
 @pytest.mark.parametrize("kwargs, match", [
