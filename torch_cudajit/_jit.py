@@ -91,6 +91,7 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         raise TypeError(f"filename must be a str, got {type(filename).__name__}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
+    _check_not_a_path(source)
     _check_std(std)
     opts = _nvrtc_options(options, include_dirs, defines, fastmath, max_registers, opt)
     link_files = _link_files(link)
@@ -131,6 +132,23 @@ def _check_std(std) -> None:
                      f"{', '.join(repr(s) for s in _STANDARDS)} (NVRTC takes these"
                      f"{' and no GNU dialect' if iso else ''}; cj/cj.cuh needs C++14 or later). "
                      f"Pass std={iso if iso in _STANDARDS else 'c++17'!r} instead.")
+
+
+#: File name endings of CUDA C++ sources and headers (a path passed where text is expected).
+_SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".cxx")
+
+
+def _check_not_a_path(source: str) -> None:
+    """Refuses a file name passed as the source: jit takes the text of the source."""
+    if "\n" in source or "__global__" in source:
+        return
+    text = source.strip()
+    if text and (text.lower().endswith(_SOURCE_SUFFIXES) or os.path.isfile(text)):
+        raise ValueError(
+            f"jit takes the text of a CUDA C++ source, and got {source!r}, which looks like a "
+            f"file name{' (the file exists)' if os.path.isfile(text) else ''}. To compile a "
+            f"file, pass its text and its name: cj.jit(open(path).read(), filename=path) (the "
+            f"file name appears in compiler messages, and quoted #includes are found beside it).")
 
 
 def _nvrtc_options(options, include_dirs, defines, fastmath, max_registers, opt) -> list:

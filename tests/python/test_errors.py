@@ -524,3 +524,30 @@ def test_options_that_are_not_strings(options):
 def test_accepted_options_still_compile(k):
     c = tcj.jit(SRC, options=["-G", "-std=c++20"], std="c++14").compile(*good_args(), arch=ARCH)
     assert c.target == "sm_90" and "-G" in c.options
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["existing-file", "missing-file"])
+def test_file_name_as_source(tmp_path, monkeypatch, exists):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kernels").mkdir()
+    if exists:
+        (tmp_path / "kernels" / "add.cu").write_text(SRC)
+    with pytest.raises(ValueError, match=r"jit takes the text of a CUDA C\+\+ source, and got "
+                                         r"'kernels/add.cu', which looks like a file name"
+                                         + (r" \(the file exists\)" if exists else "") +
+                                         r"\. To compile a file, pass its text and its name: "
+                                         r"cj\.jit\(open\(path\)\.read\(\), filename=path\)"):
+        tcj.jit("kernels/add.cu")
+    if exists:  # the advice works, quoted #includes included
+        (tmp_path / "kernels" / "add.cu").write_text(
+            '#include "value.cuh"\n__global__ void k(float* x) { x[0] = VALUE; }\n')
+        (tmp_path / "kernels" / "value.cuh").write_text("#define VALUE 2.0f\n")
+        path = "kernels/add.cu"
+        k = tcj.jit(open(path).read(), filename=path)
+        assert k.name == "k" and k.compile(torch.empty(1), arch=ARCH).target == "sm_90"
+
+
+def test_one_line_source_is_not_taken_for_a_file_name():
+    assert tcj.jit("__global__ void k(float* x) {}").name == "k"
+    with pytest.raises(ValueError, match="source defines no __global__ function"):
+        tcj.jit("int x;")
