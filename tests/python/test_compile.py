@@ -833,3 +833,45 @@ def test_debug_mode_bounds_checks(arch):
 def test_jit_argument_checks(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+# -- compile() and extensions ----------------------------------------------------------------------
+
+class _Pair:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+class _PairExtension(tcj.Extension):
+    """Passes a _Pair as two parameters; records the calls and what would run after a launch."""
+
+    def __init__(self):
+        self.seen, self.after = [], []
+
+    def prepare_args(self, value, *, param, stream, retr):
+        self.seen.append((type(value).__name__, param.name if param is not None else None, stream))
+        if isinstance(value, _Pair):
+            retr.append(lambda: self.after.append("ran"))
+            return tcj.Params(value.a, value.b)
+        return value
+
+
+ADD_PAIR = r"""
+__global__ void add_pair(cj::Array<float, 1> out, cj::Array<const float, 1> a,
+                         cj::Array<const double, 1> b) {}
+"""
+
+
+@pytest.mark.parametrize("via", ["compile", "precompile"])
+def test_compile_applies_the_extensions(via, arch):
+    """compile and precompile take the arguments a launch takes: the extensions convert them."""
+    ext = _PairExtension()
+    k = tcj.jit(ADD_PAIR, extensions=[ext])
+    x = torch.empty(4, device="meta")
+    pair = _Pair(x, torch.empty(4, dtype=torch.float64, device="meta"))
+    c = (k.compile(x, pair, arch=arch) if via == "compile"
+         else k.precompile([(x, pair)], arch=arch)[0])
+    assert c.signature == k.compile(x, pair, arch=arch).signature
+    assert "float64" in c.signature
+    assert ext.seen[:2] == [("Tensor", "out", None), ("_Pair", "a", None)]
+    assert ext.after == []  # nothing launched: what runs after a launch does not run
