@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torch_cudajit as tcj
-from _support import CALL_PATHS, assert_raises, call
+from _support import CALL_PATHS, CPU_TENSOR_ADVICE, assert_raises, call
 
 ARCH = 90
 
@@ -183,13 +183,30 @@ def test_0d_tensor_out_of_parameter_range(device, path):
 # -- tensors on the wrong device ------------------------------------------------------------------------
 
 CPU_TENSOR_MSG = (r"parameter 'out' \(cj::Array<float, 2>\) of kernel 'k' got a tensor on cpu; "
-                  r"kernels take CUDA tensors. Move it with .cuda\(\) or .to\('cuda'\)")
+                  r"kernels take CUDA tensors" + CPU_TENSOR_ADVICE)
 
 
 def test_cpu_tensor_to_a_launch_message(k):
-    """The check runs before any device work, so it shows on machines without a GPU too."""
+    """The check runs before any device work, so it shows on machines without a GPU too; there
+    it says that nothing launches and that compiling with arch= works."""
     with pytest.raises(Exception, match=CPU_TENSOR_MSG):
         k[1, 1](*good_args("cpu"))
+
+
+@pytest.mark.skipif(tcj._C.driver_available(), reason="a CUDA driver is loaded here")
+@pytest.mark.parametrize("via", ["launch", "compile without arch"])
+def test_cpu_tensor_without_a_driver_suggests_compiling(k, via):
+    """Where no driver loads, moving the tensor cannot help: the message says why nothing
+    launches and that compile(..., arch=...) works."""
+    with pytest.raises(TypeError, match=r"got a tensor on cpu; kernels take CUDA tensors, and "
+                                        r"this process cannot launch kernels: .*Compiling to "
+                                        r"PTX/CUBIN \(kernel\.compile\(\.\.\., arch=\.\.\.\)\) "
+                                        r"works without a GPU\.$") as info:
+        if via == "launch":
+            k[1, 1](*good_args("cpu"))
+        else:
+            k.compile(*good_args("cpu"))
+    assert ".cuda()" not in str(info.value)
 
 
 @pytest.mark.parametrize("path", CALL_PATHS)
