@@ -1,6 +1,7 @@
 // torch_cudajit: the specialization key of a call (see call_binder.h).
 #include "call_binder.h"
 
+#include "cuda_api.h"
 #include "module.h"
 #include "torch_device.h"
 
@@ -45,13 +46,28 @@ void CallBinder::key_device(size_t i, const at::Tensor& t, int arch, int& dev,
     // Pinned host memory is mapped into the device's address space: pointer and Array
     // parameters reach it through its device address (launch, device_address).
     const bool addressable = p.kind != ParamKind::kScalar && t.is_cpu();
-    if (!addressable || !t.is_pinned())
-      detail::param_type_error(def_.decl(), i, "got a tensor on " + t.device().str() +
-                        "; kernels take CUDA tensors. Move it with .cuda() or .to('cuda')" +
+    if (!addressable || !t.is_pinned()) {
+      const std::string what =
+          "got a tensor on " + t.device().str() + "; kernels take CUDA tensors";
+      if (!detail::driver_available()) {
+        // Nothing launches in this process, wherever the tensor is: the driver's own message
+        // says why and that compiling with arch= needs no GPU.
+        std::string why;
+        try {
+          detail::driver();
+        } catch (const c10::Error& e) {
+          why = e.what_without_backtrace();
+        }
+        const std::string prefix = "torch_cudajit: ";
+        if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+        detail::param_type_error(def_.decl(), i, what + ", and this process " + why);
+      }
+      detail::param_type_error(def_.decl(), i, what + ". Move it with .cuda() or .to('cuda')" +
                         (addressable ? ", or pin it with .pin_memory(): pointer and cj::Array "
                                        "parameters take pinned CPU tensors, which the kernel "
                                        "reads and writes in host memory."
                                      : "."));
+    }
   } else if (arch == 0) {
     int d = t.get_device();
     if (dev < 0) {

@@ -3,6 +3,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cctype>
+#include <initializer_list>
 #include <optional>
 
 namespace torch_cudajit {
@@ -49,6 +52,11 @@ UserOptions parse_user_options(const std::vector<std::string>& extra) {
   return out;
 }
 
+const std::vector<std::string>& supported_standards() {
+  static const std::vector<std::string> standards = {"c++14", "c++17", "c++20"};
+  return standards;
+}
+
 namespace detail {
 namespace {
 // A value for a message, with NUL bytes and line breaks made visible.
@@ -65,14 +73,71 @@ std::string visible(const std::string& s) {
   while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
   return out.substr(0, cut) + "...";
 }
+// The value of an option that is one of `flags`: "FLAG=V", or "FLAG" followed by `next` (V);
+// nullopt for another option.
+std::optional<std::string> flag_value(const std::string& o, const std::string& next,
+                                      std::initializer_list<const char*> flags) {
+  for (const char* flag : flags) {
+    const std::string f = flag;
+    if (o == f) return next;
+    if (o.rfind(f + "=", 0) == 0) return o.substr(f.size() + 1);
+  }
+  return std::nullopt;
+}
+// Refuses options[i] (`shown` as a message shows it), which sets the target architecture to
+// `value`.
+[[noreturn]] void refuse_architecture_option(size_t i, const std::string& shown,
+                                             const std::string& value) {
+  // "sm_80", "compute_80" or "80": the number, and whatever follows it (sm_90a's "a").
+  const size_t start = value.find('_') == std::string::npos ? 0 : value.find('_') + 1;
+  size_t end = start;
+  while (end < value.size() && std::isdigit(static_cast<unsigned char>(value[end]))) ++end;
+  const std::string number = end > start ? value.substr(start, end - start) : "90";
+  const bool suffix = end > start && end < value.size();
+  TORCH_CHECK_VALUE(false, "torch_cudajit: options[", i, "] is '", shown, "', which sets the "
+                    "target architecture; options cannot set it. A kernel is compiled for the "
+                    "architecture of the GPU it launches on, or for the one given to "
+                    "compile(..., arch=...) or precompile(..., arch=...), which need no GPU. "
+                    "Remove it from options", suffix ? "; architecture-specific targets such "
+                    "as '" + visible(value) + "' are not supported (compile for the compute "
+                    "capability, e.g. arch='sm_" + number + "')." : " and pass arch='sm_" +
+                    number + "' to compile or precompile to compile for that architecture.");
+}
+// What the message of a standard that is not supported says after the option.
+std::string standard_advice(const std::string& standard) {
+  std::string accepted;
+  for (const std::string& s : supported_standards())
+    accepted += (accepted.empty() ? "'" : ", '") + s + "'";
+  const auto& known = supported_standards();
+  const bool gnu = standard.rfind("gnu++", 0) == 0;
+  // gnu++17's ISO counterpart, when it is one.
+  const std::string iso = gnu ? "c++" + standard.substr(5) : "";
+  const bool has_iso = std::find(known.begin(), known.end(), iso) != known.end();
+  return "; the C++ standard must be one of " + accepted + " (NVRTC takes these" +
+         (gnu ? " and no GNU dialect" : "") + "; cj/cj.cuh needs C++14 or later). Pass std='" +
+         (has_iso ? iso : std::string("c++17")) + "' to jit instead.";
+}
 }  // namespace
 
 void check_options(const std::vector<std::string>& options) {
-  for (size_t i = 0; i < options.size(); ++i)
-    TORCH_CHECK_VALUE(options[i].find('\0') == std::string::npos, "torch_cudajit: options[", i,
-                      "] is '", visible(options[i]), "', which holds a NUL byte; the compiler "
-                      "would read the option only up to there. Pass each option as its own "
-                      "string, without NUL bytes.");
+  for (size_t i = 0; i < options.size(); ++i) {
+    const std::string& o = options[i];
+    TORCH_CHECK_VALUE(o.find('\0') == std::string::npos, "torch_cudajit: options[", i, "] is '",
+                      visible(o), "', which holds a NUL byte; the compiler would read the option "
+                      "only up to there. Pass each option as its own string, without NUL bytes.");
+    const std::string next = i + 1 < options.size() ? options[i + 1] : "";
+    // The option as a message shows it: with its value when that is the next option.
+    const bool separate = o.find('=') == std::string::npos && i + 1 < options.size();
+    const std::string shown = visible(o) + (separate ? "', followed by '" + visible(next) : "");
+    if (auto arch = flag_value(o, next, {"-arch", "--gpu-architecture", "-code", "--gpu-code"}))
+      refuse_architecture_option(i, shown, *arch);
+    if (auto standard = flag_value(o, next, {"-std", "--std"})) {
+      const auto& known = supported_standards();
+      TORCH_CHECK_VALUE(std::find(known.begin(), known.end(), *standard) != known.end(),
+                        "torch_cudajit: options[", i, "] is '", shown, "'",
+                        standard_advice(*standard));
+    }
+  }
 }
 
 void check_program_name(const std::string& filename) {

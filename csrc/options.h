@@ -27,9 +27,15 @@ struct UserOptions {
 /// Reads `extra` (options as NVRTC takes them) by role.
 UserOptions parse_user_options(const std::vector<std::string>& extra);
 
+/// The C++ standards a kernel can be compiled with (std= of jit, -std= in the options): those
+/// NVRTC takes that cj/cj.cuh compiles under.
+const std::vector<std::string>& supported_standards();
+
 namespace detail {
 /// Throws c10::ValueError naming the option when one holds a NUL byte (NVRTC and Clang would
-/// read it only up to there).
+/// read it only up to there), sets the target architecture (-arch, --gpu-architecture, -code:
+/// the device or compile(arch=...) decides it), or names a language standard that is not one of
+/// supported_standards().
 void check_options(const std::vector<std::string>& options);
 /// Throws c10::ValueError when a program name holds a NUL byte or a line break (it is written
 /// into #line directives and messages), or is empty.

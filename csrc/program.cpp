@@ -174,7 +174,9 @@ std::vector<Instantiation> Program::instantiations(
 }
 
 NvrtcArguments Program::nvrtc_arguments(const CompileOptions& o) const {
-  // Target the device's own machine code when this NVRTC knows it, else the newest PTX.
+  // Target the device's own machine code when this NVRTC knows it, else the newest PTX, which
+  // the driver compiles for a GPU newer than NVRTC. (Python's compile(arch=...) refuses an
+  // architecture NVRTC does not support before it gets here: no GPU asked for it.)
   std::vector<int> archs = detail::nvrtc_supported_archs();
   std::string target = "sm_" + std::to_string(o.arch);
   if (!archs.empty() && std::find(archs.begin(), archs.end(), o.arch) == archs.end()) {

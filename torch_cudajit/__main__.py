@@ -36,7 +36,6 @@ def _info() -> None:
     """What this installation finds: versions, the compiler, the front end, the headers and the
     cache folder, each with what to do when it is missing."""
     import os
-    import warnings
 
     import torch
 
@@ -68,13 +67,28 @@ def _info() -> None:
     row("CCCL", cccl or "not found: install nvidia-cuda-cccl or set CUDA_HOME to a toolkit")
     row("driver", "available" if _C.driver_available() else "none (kernels compile, with arch=, but do not launch)")
     settings = _C.cache_settings()
+    problem = _cache_problem()
+    state = ("disabled (TORCH_CUDAJIT_CACHE=0)" if not settings["enabled"]
+             else "not usable: " + problem if problem else "usable")
+    row("cache", f"{settings['dir']} ({state})")
+
+
+def _cache_problem() -> str:
+    """Why the cache folder in force cannot be used, as the cache itself checks it (creating it
+    if it is missing); "" when it can, or when the cache is off."""
+    import warnings
+
+    from ._loader import _C
+
+    if not _C.cache_settings()["enabled"]:
+        return ""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        usable = settings["enabled"] and _C.cache_usable()
-    state = ("usable" if usable else "disabled (TORCH_CUDAJIT_CACHE=0)" if not settings["enabled"]
-             else "not usable: " + (str(caught[0].message).split(" (Triggered internally")[0]
-                                    if caught else "see the warning above"))
-    row("cache", f"{settings['dir']} ({state})")
+        if _C.cache_usable():
+            return ""
+    # The cache warns once per process and reason: a reason given earlier is not repeated.
+    return (str(caught[0].message).split(" (Triggered internally")[0] if caught
+            else "see the warning above")
 
 
 def main(argv=None) -> int:
@@ -103,9 +117,12 @@ def main(argv=None) -> int:
     from . import cache as c
 
     if args.action == "info":
+        problem = _cache_problem()  # before info(), which would give the reason as a warning
         i = c.info()
         print(f"directory: {i['dir']}")
         print(f"enabled:   {'yes' if i['enabled'] else 'no (TORCH_CUDAJIT_CACHE=0)'}")
+        if i["enabled"]:
+            print(f"usable:    {'no: ' + problem if problem else 'yes'}")
         print(f"entries:   {i['entries']}")
         print(f"size:      {_human(i['bytes'])} ({i['bytes']} bytes)")
         print(f"limit:     {_human(i['max_bytes'])} ({i['max_bytes']} bytes)")

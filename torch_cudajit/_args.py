@@ -2,8 +2,11 @@
 (``number``), arguments on the slow path (``coerce``), grids and blocks (``dims``,
 ``as_tuple``), stream objects (``stream_handle``), architectures (``arch_number``), and
 DevicePointer, the wrapper of raw device addresses."""
+import ctypes
+import functools
 import numbers
 import operator
+import re
 
 import torch
 
@@ -100,16 +103,56 @@ def coerce(value):
 
 
 def arch_number(arch) -> int:
-    """An ``arch=`` argument (90, "sm_90" or (9, 0)) as a compute capability number."""
-    if isinstance(arch, int):
-        return arch
-    if isinstance(arch, str):
-        digits = arch.split("_")[-1]
-        if digits.isdigit():
-            return int(digits)
-    if isinstance(arch, tuple) and len(arch) == 2:
-        return arch[0] * 10 + arch[1]
-    raise ValueError(f"arch must be like 90, 'sm_90' or (9, 0), got {arch!r}")
+    """An ``arch=`` argument (90, "sm_90", "compute_90" or (9, 0)) as a compute capability
+    number, checked to be one this NVRTC can target: ValueError otherwise, listing those it can.
+    (A GPU newer than NVRTC is not named this way: a launch on it compiles PTX of the newest
+    architecture NVRTC supports, which the driver compiles for the GPU.)"""
+    number = None
+    if isinstance(arch, int) and not isinstance(arch, bool):
+        number = arch
+    elif isinstance(arch, str):
+        match = re.fullmatch(r"(?:sm_|compute_)?(\d+)([a-z]*)", arch.strip().lower())
+        if match and match.group(2):
+            raise ValueError(
+                f"arch is {arch!r}, an architecture-specific target; compile and precompile take "
+                f"a compute capability such as 'sm_{match.group(1)}' and compile machine code "
+                f"that runs on every GPU of it. Architecture-specific targets (the 'a' and 'f' "
+                f"suffixes) are not supported.")
+        number = int(match.group(1)) if match else None
+    elif (isinstance(arch, tuple) and len(arch) == 2
+          and all(isinstance(v, int) and not isinstance(v, bool) for v in arch)):
+        number = arch[0] * 10 + arch[1]
+    if number is None:
+        raise ValueError(f"arch must be like 90, 'sm_90' or (9, 0), got {arch!r}")
+    supported = nvrtc_supported_archs()
+    if supported and number not in supported:
+        from ._loader import _C
+        v = _C.nvrtc_version()
+        oldest = (f"; the oldest architecture it supports is sm_{supported[0]}"
+                  if number < supported[0] else "")
+        raise ValueError(
+            f"arch is {arch!r}: NVRTC {v // 1000}.{v % 1000 // 10} cannot target sm_{number}"
+            f"{oldest}. It supports {', '.join(f'sm_{a}' for a in supported)}; pass one of "
+            f"those (a kernel launched on a GPU needs no arch=: it is compiled for that GPU).")
+    return number
+
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_supported_archs() -> tuple:
+    """The architectures the NVRTC in use can target, as compute capabilities (e.g. 90); empty
+    when NVRTC cannot be asked (the compile itself then says what is missing)."""
+    from ._loader import _C
+    try:
+        lib = ctypes.CDLL(_C.nvrtc_library_file())
+        count = ctypes.c_int()
+        if lib.nvrtcGetNumSupportedArchs(ctypes.byref(count)) != 0:
+            return ()
+        archs = (ctypes.c_int * count.value)()
+        if lib.nvrtcGetSupportedArchs(archs) != 0:
+            return ()
+    except (OSError, RuntimeError, AttributeError):
+        return ()
+    return tuple(sorted(archs))
 
 
 def as_tuple(value):

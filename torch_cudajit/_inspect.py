@@ -5,18 +5,28 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 #: Folders searched for cuobjdump / nvdisasm after PATH and $CUDA_HOME/bin.
 TOOL_DIRS = ["/usr/local/cuda/bin"]
 
+#: Where NVIDIA's pip wheels of the tools (nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump) put
+#: them under a site-packages folder, searched last: nvidia/cu13/bin (CUDA 13 wheels) or
+#: nvidia/cuda_<tool>/bin.
+WHEEL_BIN_DIRS = ("nvidia/cu13/bin", "nvidia/cu12/bin", "nvidia/cuda_{tool}/bin")
+
 
 def find_tool(name: str):
+    """The path of a CUDA tool (cuobjdump, nvdisasm): on PATH, in $CUDA_HOME/bin or
+    $CUDA_PATH/bin, in TOOL_DIRS, or from NVIDIA's pip wheel on sys.path; None if none has it."""
     found = shutil.which(name)
     if found:
         return found
     dirs = [os.path.join(os.environ[v], "bin") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    for d in dirs + TOOL_DIRS:
+    wheels = [os.path.join(base or os.curdir, *d.format(tool=name).split("/"))
+              for base in sys.path for d in WHEEL_BIN_DIRS]
+    for d in dirs + TOOL_DIRS + wheels:
         path = os.path.join(d, name)
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
@@ -34,10 +44,12 @@ def sass_of(cubin: bytes, what: str) -> str:
         tool = find_tool("nvdisasm")
         args = ["-c"]
     if tool is None:
-        searched = ", ".join(["PATH", "$CUDA_HOME/bin"] + TOOL_DIRS)
+        searched = ", ".join(["PATH", "$CUDA_HOME/bin"] + TOOL_DIRS +
+                             [f"<site-packages>/{d.format(tool='nvdisasm')}" for d in WHEEL_BIN_DIRS])
         raise RuntimeError(f"inspect_sass needs cuobjdump or nvdisasm from the CUDA toolkit, and "
-                           f"neither was found (searched {searched}). Install the CUDA toolkit "
-                           f"or put its bin folder on PATH.")
+                           f"neither was found (searched {searched}). Install one: "
+                           f"`pip install nvidia-cuda-nvdisasm`, or the CUDA toolkit with its bin "
+                           f"folder on PATH.")
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "kernel.cubin")
         with open(path, "wb") as f:

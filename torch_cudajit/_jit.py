@@ -71,8 +71,10 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
             fixed-width integers, cj::complex) is included automatically.
         name: the kernel to return. Without it, a source with one kernel returns that kernel
             and a source with several returns a KernelModule.
-        options: extra NVRTC options. include_dirs / defines: -I and -D options.
-        std: the C++ standard. fastmath: --use_fast_math. lineinfo: -lineinfo.
+        options: extra NVRTC options, each a string (not -arch: the architecture is the
+            device's, or compile(arch=...)'s). include_dirs / defines: -I and -D options.
+        std: the C++ standard: 'c++14', 'c++17' or 'c++20'. fastmath: --use_fast_math.
+            lineinfo: -lineinfo.
         debug: -G, and bounds-checked cj::Array indexing.
         template_args: explicit template arguments: leading ones ("float, 4" or
             (torch.float32, 4)), or any by name ({"BLOCK": 256}, or "BLOCK=256"); the rest are
@@ -98,6 +100,8 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         raise TypeError(f"filename must be a str, got {type(filename).__name__}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
+    _check_not_a_path(source)
+    _check_std(std)
     opts = _nvrtc_options(options, include_dirs, defines, fastmath, max_registers, opt)
     link_files = _link_files(link)
     # The option fields of the kernel's state (KernelDefinition.options), exactly.
@@ -124,6 +128,41 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
     return KernelModule({n: kernel(n) for n in names})
 
 
+#: The C++ standards jit takes (csrc/options.cpp: supported_standards, which checks -std= in
+#: the options): those NVRTC takes that cj/cj.cuh compiles under.
+_STANDARDS = ("c++14", "c++17", "c++20")
+
+
+def _check_std(std) -> None:
+    """Refuses a std= that NVRTC or cj/cj.cuh does not take, before anything is read."""
+    if not isinstance(std, str):
+        raise TypeError(f"std must be a str such as 'c++17', got {type(std).__name__}")
+    if std in _STANDARDS:
+        return
+    iso = "c++" + std[len("gnu++"):] if std.startswith("gnu++") else ""
+    raise ValueError(f"std is {std!r}; the C++ standard must be one of "
+                     f"{', '.join(repr(s) for s in _STANDARDS)} (NVRTC takes these"
+                     f"{' and no GNU dialect' if iso else ''}; cj/cj.cuh needs C++14 or later). "
+                     f"Pass std={iso if iso in _STANDARDS else 'c++17'!r} instead.")
+
+
+#: File name endings of CUDA C++ sources and headers (a path passed where text is expected).
+_SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".cxx")
+
+
+def _check_not_a_path(source: str) -> None:
+    """Refuses a file name passed as the source: jit takes the text of the source."""
+    if "\n" in source or "__global__" in source:
+        return
+    text = source.strip()
+    if text and (text.lower().endswith(_SOURCE_SUFFIXES) or os.path.isfile(text)):
+        raise ValueError(
+            f"jit takes the text of a CUDA C++ source, and got {source!r}, which looks like a "
+            f"file name{' (the file exists)' if os.path.isfile(text) else ''}. To compile a "
+            f"file, pass its text and its name: cj.jit(open(path).read(), filename=path) (the "
+            f"file name appears in compiler messages, and quoted #includes are found beside it).")
+
+
 def _nvrtc_options(options, include_dirs, defines, fastmath, max_registers, opt) -> list:
     """jit's option arguments, checked, as NVRTC options in order."""
     if max_registers is not None and (not isinstance(max_registers, int)
@@ -139,7 +178,11 @@ def _nvrtc_options(options, include_dirs, defines, fastmath, max_registers, opt)
         raise ValueError(f"opt must be True, False or an optimization level 0-3, got {opt!r}")
     if isinstance(options, str):
         raise TypeError("options must be a list of NVRTC option strings, not one string")
-    opts = [str(o) for o in options]
+    opts = list(options)
+    for i, o in enumerate(opts):
+        if not isinstance(o, str):
+            raise TypeError(f"options[{i}] is {o!r} ({type(o).__name__}); options must be NVRTC "
+                            f"option strings, e.g. ['-DN=4', '--use_fast_math']")
     opts += [f"-I{d}" for d in include_dirs]
     for key, value in (defines or {}).items():
         opts.append(f"-D{key}" if value is None else f"-D{key}={value}")

@@ -74,9 +74,9 @@ class Kernel(_Scriptable):
         bound = []
         for i, entry in enumerate(specs):
             if isinstance(entry, dict):
-                bound.append(parts.bound((), entry))
+                bound.append(parts.examples((), entry))
             elif isinstance(entry, (tuple, list)):
-                bound.append(parts.bound(tuple(entry), {}))
+                bound.append(parts.examples(tuple(entry), {}))
             else:
                 raise TypeError(f"precompile: specs[{i}] must be a tuple of arguments or a dict "
                                 f"of keyword arguments, got {type(entry).__name__}")

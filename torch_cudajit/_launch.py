@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from ._args import as_tuple, coerce, dims, stream_handle
+from ._args import as_tuple, dims, stream_handle
 from ._compiled import CompiledKernel, _check_global_args
-from ._extensions import Params
 from ._loader import _C
 from ._op import _OpIndexer, _OpLauncher
 
@@ -308,18 +307,7 @@ class _ExtensionLauncher:
         self._stream = stream_handle(stream)
 
     def __call__(self, *args, **kwargs):
-        args = self._parts.bind(args, kwargs, allow_extra=True)
         retr: list = []
-        for ext in reversed(self._parts.extensions):
-            out = []
-            for value in args:
-                param = self._parts.param_at(len(out))
-                new = ext.prepare_args(value, param=param, stream=self._stream, retr=retr)
-                if isinstance(new, Params):
-                    out.extend(new)
-                else:
-                    out.append(new)
-            args = out
-        self._launcher.launch_normalized(tuple(coerce(a) for a in args))
+        self._launcher.launch_normalized(self._parts.prepared(args, kwargs, self._stream, retr))
         for fn in retr:
             fn()

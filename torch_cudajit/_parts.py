@@ -11,6 +11,7 @@ from typing import Sequence
 
 from ._args import arch_number, coerce
 from ._compiled import CompiledKernel
+from ._extensions import Params
 from ._loader import _C
 
 
@@ -144,6 +145,30 @@ class KernelParts:
         """Call arguments bound to the parameters, each as the C++ core takes it."""
         return tuple(coerce(a) for a in self.bind(args, kwargs))
 
+    def prepared(self, args, kwargs, stream, retr: list) -> tuple:
+        """Call arguments bound to the parameters and converted by the extensions' prepare_args
+        (from the last extension to the first), each as the C++ core takes it. ``stream`` is
+        the launch's stream handle (None: the current stream); the extensions append to
+        ``retr`` what runs after the launch."""
+        args = self.bind(args, kwargs, allow_extra=True)
+        for ext in reversed(self.extensions):
+            out = []
+            for value in args:
+                new = ext.prepare_args(value, param=self.param_at(len(out)), stream=stream,
+                                       retr=retr)
+                if isinstance(new, Params):
+                    out.extend(new)
+                else:
+                    out.append(new)
+            args = out
+        return tuple(coerce(a) for a in args)
+
+    def examples(self, args, kwargs) -> tuple:
+        """Example arguments of compile and precompile, as a launch would pass them: through
+        the extensions when the kernel has some (nothing launches, so what they ask to run
+        after a launch does not run)."""
+        return self.prepared(args, kwargs, None, []) if self.extensions else self.bound(args, kwargs)
+
     # -- specializations -------------------------------------------------------------------------
     def compiled(self, spec) -> CompiledKernel:
         return CompiledKernel(spec, self.core, self.params)
@@ -163,8 +188,9 @@ class KernelParts:
         """Compiles for the types of example arguments without launching.
 
         Tensors may be on any device (CPU or meta tensors work) when ``arch`` is given, so
-        this runs on machines without a GPU: ``k.compile(torch.empty(8), 1.0, arch="sm_90")``."""
-        return self.compiled(self.core.compile(self.bound(args, kwargs),
+        this runs on machines without a GPU: ``k.compile(torch.empty(8), 1.0, arch="sm_90")``.
+        The kernel's extensions convert the arguments first, as for a launch."""
+        return self.compiled(self.core.compile(self.examples(args, kwargs),
                                                0 if arch is None else arch_number(arch)))
 
     def specialization(self, args, kwargs):

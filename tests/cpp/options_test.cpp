@@ -1,7 +1,9 @@
 // Tests of the user's NVRTC options read by role (csrc/options.h): every spelling NVRTC takes
 // lands in the same place, order is kept within a role, and nvJitLink gets its own spelling of
-// the options that shape machine code.
+// the options that shape machine code; options that set the target architecture or name a
+// standard NVRTC does not take are refused before anything is read.
 #include "options.h"
+#include "test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -62,6 +64,58 @@ TEST(OptionsTest, MachineCodeOptionsInNvJitLinkSpelling) {
     SCOPED_TRACE(c.what);
     EXPECT_EQ(parse_user_options(c.extra).link_options, c.link_options);
   }
+}
+
+TEST(OptionsTest, ArchitectureOptionsAreRefused) {
+  struct Case {
+    Strings options;
+    const char* shown;  // the option as the message shows it
+    const char* advice;
+  };
+  const Case cases[] = {
+      {{"-arch=sm_80"}, "options[0] is '-arch=sm_80'", "pass arch='sm_80' to compile or precompile"},
+      {{"-G", "--gpu-architecture=compute_80"}, "options[1] is '--gpu-architecture=compute_80'",
+       "pass arch='sm_80'"},
+      {{"-arch", "compute_80"}, "options[0] is '-arch', followed by 'compute_80'",
+       "pass arch='sm_80'"},
+      {{"--gpu-architecture", "sm_80"}, "options[0] is '--gpu-architecture', followed by 'sm_80'",
+       "pass arch='sm_80'"},
+      {{"-code=sm_90"}, "options[0] is '-code=sm_90'", "pass arch='sm_90'"},
+      {{"-arch=sm_90a"}, "options[0] is '-arch=sm_90a'",
+       "architecture-specific targets such as 'sm_90a' are not supported"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.shown);
+    const std::string msg =
+        cjtest::expect_throws<c10::ValueError>([&] { detail::check_options(c.options); });
+    CJ_EXPECT_CONTAINS(msg, c.shown);
+    CJ_EXPECT_CONTAINS(msg, "which sets the target architecture; options cannot set it");
+    CJ_EXPECT_CONTAINS(msg, "compile(..., arch=...) or precompile(..., arch=...)");
+    CJ_EXPECT_CONTAINS(msg, c.advice);
+  }
+}
+
+TEST(OptionsTest, StandardsNvrtcDoesNotTakeAreRefused) {
+  for (const Strings& options :
+       {Strings{"-std=gnu++17"}, Strings{"--std=c++99"}, Strings{"-std", "c++11"}}) {
+    SCOPED_TRACE(options[0]);
+    const std::string msg =
+        cjtest::expect_throws<c10::ValueError>([&] { detail::check_options(options); });
+    CJ_EXPECT_CONTAINS(msg, "options[0] is '" + options[0]);
+    CJ_EXPECT_CONTAINS(msg, "the C++ standard must be one of 'c++14', 'c++17', 'c++20'");
+  }
+  const std::string gnu =
+      cjtest::expect_throws<c10::ValueError>([] { detail::check_options({"-std=gnu++20"}); });
+  CJ_EXPECT_CONTAINS(gnu, "no GNU dialect");
+  CJ_EXPECT_CONTAINS(gnu, "Pass std='c++20' to jit instead.");
+}
+
+TEST(OptionsTest, OtherOptionsPass) {
+  for (const std::string& standard : supported_standards())
+    detail::check_options({"-std=" + standard, "--std=" + standard});
+  // Options NVRTC takes that only a compile can judge are left to it.
+  detail::check_options({"-G", "-lineinfo", "-DARCH=sm_80", "--use_fast_math", "-Iarch",
+                         "--maxrregcount=32", "--extra-device-vectorization"});
 }
 
 }  // namespace

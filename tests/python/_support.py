@@ -9,6 +9,8 @@ import sys
 import pytest
 import torch
 
+from torch_cudajit._loader import _C
+
 #: A templated rank-1 scale kernel, the cache tests' common subject.
 SCALE = r"""
 template <typename T>
@@ -219,6 +221,14 @@ def assert_raises(exc_type, match, fn, *args, **kwargs):
         raise WrongExceptionType(
             f"expected {exc_type.__name__}, got {type(info.value).__name__}: {info.value}")
     return info
+
+
+#: What a CPU tensor passed to a launch is told after "kernels take CUDA tensors" (a regex):
+#: to move it, or, where no CUDA driver can be loaded and nothing launches, that compiling with
+#: arch= works without a GPU.
+CPU_TENSOR_ADVICE = (r". Move it with .cuda\(\) or .to\('cuda'\)" if _C.driver_available()
+                     else r", and this process cannot launch kernels: .*\. Compiling to PTX/CUBIN "
+                          r"\(kernel.compile\(\.\.\., arch=\.\.\.\)\) works without a GPU")
 
 
 #: How a launch passes its arguments: positionally (the C++ fast path) or by keyword (the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -552,3 +553,28 @@ def test_cli_version_and_info(tmp_path):
     assert "(Not a directory)" in out
     r = cli(check=False)
     assert r.returncode == 2 and "a command is required: info or cache" in r.stderr
+
+
+@pytest.mark.parametrize("kind", ["file", "world-writable"])
+def test_cli_cache_info_says_why_the_folder_is_not_usable(tmp_path, kind):
+    """`cache info` reports the check the cache makes of its folder, not only the setting."""
+    folder = tmp_path / "cache"
+    if kind == "file":
+        folder.write_text("not a folder")
+        reason = r"cannot create the cache folder .*\(Not a directory\)"
+    else:
+        folder.mkdir()
+        os.chmod(folder, 0o777)
+        reason = r"can be written by other users \(mode 0777\)"
+
+    def cache_info(cache_folder, env=None):
+        return run_python("import sys, runpy; sys.argv = ['torch_cudajit', 'cache', 'info']\n"
+                          "runpy.run_module('torch_cudajit', run_name='__main__')", cache_folder,
+                          extra_env=env).stdout
+
+    out = cache_info(folder)
+    assert "enabled:   yes" in out
+    assert re.search(r"usable:    no: torch_cudajit cache: .*" + reason, out), out
+    assert "usable:    yes" in cache_info(tmp_path / "new")
+    off = cache_info(folder, {"TORCH_CUDAJIT_CACHE": "0"})
+    assert "enabled:   no (TORCH_CUDAJIT_CACHE=0)" in off and "usable:" not in off

@@ -241,14 +241,12 @@ def test_other_arch_gets_its_own_specialization(arch):
     assert set(k.overloads) == {(a.signature, 90), (a.signature, 80)}
 
 
-def test_arch_unknown_to_nvrtc_falls_back_to_ptx():
-    # sm_99 does not exist: the newest PTX not above it is generated, with no CUBIN.
+def test_arch_unknown_to_nvrtc_is_refused():
+    # sm_99 does not exist: an explicit arch= is refused rather than compiled as older PTX (a
+    # GPU newer than NVRTC still gets PTX: tests/cpp/program_test.cpp, UnknownArchFallsBackToPtx).
     k = tcj.jit(COPY2D)
-    c = k.compile(torch.empty(2, 2), torch.empty(2, 2), arch=99)
-    assert c.arch == 99
-    assert c.target.startswith("compute_")
-    assert int(c.target.split("_")[1]) <= 99
-    assert ".entry" in c.ptx and c.cubin == b""
+    with pytest.raises(ValueError, match=r"arch is 99: NVRTC .* cannot target sm_99\. It supports"):
+        k.compile(torch.empty(2, 2), torch.empty(2, 2), arch=99)
 
 
 def test_arch_older_than_nvrtc_supports():
@@ -904,3 +902,45 @@ def test_cub_after_the_implicit_standard_headers_compiles_without_warnings(arch)
             pytest.skip("no CCCL headers on this machine")
         raise
     assert "redefinition of macro" not in c.log, c.log
+
+
+# -- compile() and extensions ----------------------------------------------------------------------
+
+class _Pair:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+class _PairExtension(tcj.Extension):
+    """Passes a _Pair as two parameters; records the calls and what would run after a launch."""
+
+    def __init__(self):
+        self.seen, self.after = [], []
+
+    def prepare_args(self, value, *, param, stream, retr):
+        self.seen.append((type(value).__name__, param.name if param is not None else None, stream))
+        if isinstance(value, _Pair):
+            retr.append(lambda: self.after.append("ran"))
+            return tcj.Params(value.a, value.b)
+        return value
+
+
+ADD_PAIR = r"""
+__global__ void add_pair(cj::Array<float, 1> out, cj::Array<const float, 1> a,
+                         cj::Array<const double, 1> b) {}
+"""
+
+
+@pytest.mark.parametrize("via", ["compile", "precompile"])
+def test_compile_applies_the_extensions(via, arch):
+    """compile and precompile take the arguments a launch takes: the extensions convert them."""
+    ext = _PairExtension()
+    k = tcj.jit(ADD_PAIR, extensions=[ext])
+    x = torch.empty(4, device="meta")
+    pair = _Pair(x, torch.empty(4, dtype=torch.float64, device="meta"))
+    c = (k.compile(x, pair, arch=arch) if via == "compile"
+         else k.precompile([(x, pair)], arch=arch)[0])
+    assert c.signature == k.compile(x, pair, arch=arch).signature
+    assert "float64" in c.signature
+    assert ext.seen[:2] == [("Tensor", "out", None), ("_Pair", "a", None)]
+    assert ext.after == []  # nothing launched: what runs after a launch does not run

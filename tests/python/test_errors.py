@@ -5,11 +5,13 @@ arguments exactly as a launch does. Launch-only checks (argument packing, launch
 devices) are GPU tests. Launch-path tests run both positionally (the C++ fast path) and by
 keyword (the Python slow path): see _support.CALL_PATHS.
 """
+import re
+
 import pytest
 import torch
 
 import torch_cudajit as tcj
-from _support import CALL_PATHS, assert_raises, call
+from _support import CALL_PATHS, CPU_TENSOR_ADVICE, assert_raises, call
 
 ARCH = 90
 
@@ -181,13 +183,30 @@ def test_0d_tensor_out_of_parameter_range(device, path):
 # -- tensors on the wrong device ------------------------------------------------------------------------
 
 CPU_TENSOR_MSG = (r"parameter 'out' \(cj::Array<float, 2>\) of kernel 'k' got a tensor on cpu; "
-                  r"kernels take CUDA tensors. Move it with .cuda\(\) or .to\('cuda'\)")
+                  r"kernels take CUDA tensors" + CPU_TENSOR_ADVICE)
 
 
 def test_cpu_tensor_to_a_launch_message(k):
-    """The check runs before any device work, so it shows on machines without a GPU too."""
+    """The check runs before any device work, so it shows on machines without a GPU too; there
+    it says that nothing launches and that compiling with arch= works."""
     with pytest.raises(Exception, match=CPU_TENSOR_MSG):
         k[1, 1](*good_args("cpu"))
+
+
+@pytest.mark.skipif(tcj._C.driver_available(), reason="a CUDA driver is loaded here")
+@pytest.mark.parametrize("via", ["launch", "compile without arch"])
+def test_cpu_tensor_without_a_driver_suggests_compiling(k, via):
+    """Where no driver loads, moving the tensor cannot help: the message says why nothing
+    launches and that compile(..., arch=...) works."""
+    with pytest.raises(TypeError, match=r"got a tensor on cpu; kernels take CUDA tensors, and "
+                                        r"this process cannot launch kernels: .*Compiling to "
+                                        r"PTX/CUBIN \(kernel\.compile\(\.\.\., arch=\.\.\.\)\) "
+                                        r"works without a GPU\.$") as info:
+        if via == "launch":
+            k[1, 1](*good_args("cpu"))
+        else:
+            k.compile(*good_args("cpu"))
+    assert ".cuda()" not in str(info.value)
 
 
 @pytest.mark.parametrize("path", CALL_PATHS)
@@ -449,3 +468,103 @@ def test_compile_error_at_first_launch(device, path):
     assert info.value.kernel_name == "broken"
     assert "kernel.cu(2): error" in info.value.log
     assert info.value.arch == "sm_%d%d" % torch.cuda.get_device_capability(device)
+
+
+# -- options and architectures, refused at jit or compile ------------------------------------------------
+
+@pytest.mark.parametrize("options, shown, arch", [
+    (["-arch=sm_80"], "'-arch=sm_80'", "sm_80"),
+    (["--gpu-architecture=sm_80"], "'--gpu-architecture=sm_80'", "sm_80"),
+    (["-arch", "compute_80"], "'-arch', followed by 'compute_80'", "sm_80"),
+    (["-G", "--gpu-architecture", "sm_80"], "'--gpu-architecture', followed by 'sm_80'", "sm_80"),
+    (["-code=sm_90"], "'-code=sm_90'", "sm_90"),
+], ids=["arch", "gpu-architecture", "arch-separate", "gpu-architecture-separate", "code"])
+def test_architecture_in_options_is_refused_at_jit(options, shown, arch):
+    # NVRTC would take the last -arch: sm_80 code under compile(arch=...)'s target name.
+    with pytest.raises(ValueError, match=rf"options\[\d\] is {shown}, which sets the target "
+                                         rf"architecture; options cannot set it\. A kernel is "
+                                         rf"compiled for the architecture of the GPU it launches "
+                                         rf"on, or for the one given to compile\(\.\.\., arch=\.\.\.\)"
+                                         rf" or precompile\(\.\.\., arch=\.\.\.\).* pass "
+                                         rf"arch='{arch}' to compile or precompile"):
+        tcj.jit(SRC, options=options)
+
+
+def test_architecture_specific_target_in_options_is_refused():
+    with pytest.raises(ValueError, match=r"options\[0\] is '-arch=sm_90a'.*architecture-specific "
+                                         r"targets such as 'sm_90a' are not supported"):
+        tcj.jit(SRC, options=["-arch=sm_90a"])
+
+
+@pytest.mark.parametrize("arch", ["sm_999", 999, (99, 9), "sm_91"], ids=repr)
+def test_architecture_nvrtc_does_not_support_is_refused(k, arch):
+    # Not PTX of the newest architecture NVRTC supports, which no GPU asked for.
+    major, minor = tcj.nvrtc_version()
+    with pytest.raises(ValueError, match=rf"arch is {re.escape(repr(arch))}: NVRTC {major}\.{minor} "
+                                         rf"cannot target sm_\d+\. It supports sm_\d+(, sm_\d+)*; "
+                                         rf"pass one of those"):
+        k.compile(*good_args(), arch=arch)
+    with pytest.raises(ValueError, match=r"cannot target sm_\d+\. It supports sm_"):
+        k.precompile([good_args()], arch=arch)
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_100f", "compute_90a"])
+def test_architecture_specific_target_is_refused_at_compile(k, arch):
+    with pytest.raises(ValueError, match=rf"arch is '{arch}', an architecture-specific target; "
+                                         r"compile and precompile take a compute capability such "
+                                         r"as 'sm_\d+'.*\(the 'a' and 'f' suffixes\) are not supported"):
+        k.compile(*good_args(), arch=arch)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"std": "c++99"}, r"std is 'c\+\+99'; the C\+\+ standard must be one of 'c\+\+14', 'c\+\+17', "
+                       r"'c\+\+20' \(NVRTC takes these; .*Pass std='c\+\+17' instead"),
+    ({"std": "gnu++17"}, r"std is 'gnu\+\+17'; .*NVRTC takes these and no GNU dialect.*"
+                         r"Pass std='c\+\+17' instead"),
+    ({"std": "c++11"}, r"std is 'c\+\+11'; .*cj/cj.cuh needs C\+\+14 or later"),
+    ({"options": ["-std=gnu++20"]}, r"options\[0\] is '-std=gnu\+\+20'; the C\+\+ standard must "
+                                     r"be one of .*Pass std='c\+\+20' to jit instead"),
+    ({"options": ["-G", "--std=c++23"]}, r"options\[1\] is '--std=c\+\+23'; the C\+\+ standard"),
+], ids=["c++99", "gnu++17", "c++11", "options-gnu", "options-c++23"])
+def test_standard_is_checked_at_jit(kwargs, match):
+    # Refused before the front end reads the source (libclang would fail to parse it).
+    with pytest.raises(ValueError, match=match):
+        tcj.jit(SRC, **kwargs)
+
+
+@pytest.mark.parametrize("options", [[3], ["-G", None], [b"-G"]], ids=["int", "None", "bytes"])
+def test_options_that_are_not_strings(options):
+    with pytest.raises(TypeError, match=r"options\[\d\] is .*; options must be NVRTC option strings"):
+        tcj.jit(SRC, options=options)
+
+
+def test_accepted_options_still_compile(k):
+    c = tcj.jit(SRC, options=["-G", "-std=c++20"], std="c++14").compile(*good_args(), arch=ARCH)
+    assert c.target == "sm_90" and "-G" in c.options
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["existing-file", "missing-file"])
+def test_file_name_as_source(tmp_path, monkeypatch, exists):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kernels").mkdir()
+    if exists:
+        (tmp_path / "kernels" / "add.cu").write_text(SRC)
+    with pytest.raises(ValueError, match=r"jit takes the text of a CUDA C\+\+ source, and got "
+                                         r"'kernels/add.cu', which looks like a file name"
+                                         + (r" \(the file exists\)" if exists else "") +
+                                         r"\. To compile a file, pass its text and its name: "
+                                         r"cj\.jit\(open\(path\)\.read\(\), filename=path\)"):
+        tcj.jit("kernels/add.cu")
+    if exists:  # the advice works, quoted #includes included
+        (tmp_path / "kernels" / "add.cu").write_text(
+            '#include "value.cuh"\n__global__ void k(float* x) { x[0] = VALUE; }\n')
+        (tmp_path / "kernels" / "value.cuh").write_text("#define VALUE 2.0f\n")
+        path = "kernels/add.cu"
+        k = tcj.jit(open(path).read(), filename=path)
+        assert k.name == "k" and k.compile(torch.empty(1), arch=ARCH).target == "sm_90"
+
+
+def test_one_line_source_is_not_taken_for_a_file_name():
+    assert tcj.jit("__global__ void k(float* x) {}").name == "k"
+    with pytest.raises(ValueError, match="source defines no __global__ function"):
+        tcj.jit("int x;")

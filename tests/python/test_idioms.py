@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import torch_cudajit as cj
-from _support import (CALL_PATHS, assert_raises, blocks, call, dtype_id, poison_,
-                      random_values)
+from _support import (CALL_PATHS, CPU_TENSOR_ADVICE, assert_raises, blocks, call, dtype_id,
+                      poison_, random_values)
 
 ARCH = "sm_90"
 
@@ -189,17 +189,17 @@ def test_unpinned_cpu_tensor_suggests_pin_memory(source, path):
     x = random_values((8,), torch.float32)
     args = (torch.empty(8), x, 2.0) + ((8,) if "int n" in source else ())
     # Checked before any device work, so a machine without a GPU shows it too.
+    pinning = (r", or pin it with .pin_memory\(\): pointer and cj::Array parameters take "
+               r"pinned CPU tensors" if cj._C.driver_available() else "")
     assert_raises(TypeError, r"parameter 'out' \(.*\) of kernel '.*' got a tensor on cpu; kernels "
-                             r"take CUDA tensors. Move it with .cuda\(\) or .to\('cuda'\), or pin it "
-                             r"with .pin_memory\(\): pointer and cj::Array parameters take pinned CPU "
-                             r"tensors", call, k[1, 8], k, args, path)
+                             r"take CUDA tensors" + CPU_TENSOR_ADVICE + pinning, call, k[1, 8], k,
+                  args, path)
 
 
 def test_cpu_tensor_to_a_scalar_parameter_is_not_offered_pinning():
     k = cj.jit("__global__ void k(float a) {}")
     with pytest.raises(TypeError, match=r"parameter 'a' \(float\) of kernel 'k' got a tensor on cpu; "
-                                        r"kernels take CUDA tensors. Move it with .cuda\(\) or "
-                                        r".to\('cuda'\)\.$"):
+                                        r"kernels take CUDA tensors" + CPU_TENSOR_ADVICE + r"\.$"):
         k[1, 1](torch.tensor(2))
 
 

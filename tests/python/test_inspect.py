@@ -237,8 +237,32 @@ def test_inspect_sass_without_tools(arch, monkeypatch):
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setattr(_inspect, "TOOL_DIRS", [])
+    monkeypatch.setattr(_inspect, "WHEEL_BIN_DIRS", ())
     with pytest.raises(RuntimeError, match="inspect_sass needs cuobjdump or nvdisasm from the CUDA toolkit"):
         k.inspect_sass()
+
+
+@pytest.mark.parametrize("layout", ["nvidia/cu13/bin", "nvidia/cuda_nvdisasm/bin"])
+def test_nvdisasm_from_its_wheel_is_found(arch, monkeypatch, tmp_path, layout):
+    """The nvidia-cuda-nvdisasm wheel installs nvidia/cu13/bin/nvdisasm in site-packages (older
+    wheels: nvidia/cuda_nvdisasm/bin): inspect_sass finds it there, with nothing on PATH."""
+    site = tmp_path / "site-packages"
+    folder = site.joinpath(*layout.split("/"))
+    folder.mkdir(parents=True)
+    tool = folder / "nvdisasm"
+    tool.write_text("#!/bin/sh\necho \"fake nvdisasm $1\"\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(_inspect, "TOOL_DIRS", [])
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "elsewhere"), str(site)])
+    assert _inspect.find_tool("nvdisasm") == str(tool)
+    assert _inspect.find_tool("cuobjdump") is None
+    k = compiled_scale(arch, torch.float32)
+    assert k.inspect_sass().startswith("fake nvdisasm -c")
+    tool.chmod(0o644)  # not executable: not a tool
+    assert _inspect.find_tool("nvdisasm") is None
 
 
 def test_inspect_errors(arch):
