@@ -4,15 +4,61 @@
 #   2. each installs in a clean venv (with the same torch) and compiles a kernel there, from a
 #      folder outside the source tree so that the installed package is the one imported;
 #   3. examples/deploy builds on its own against the installed wheel, through
-#      find_package(torch_cudajit) and torch_cudajit.cmake_prefix_path.
-# Usage: scripts/package_check.sh WORKDIR
+#      find_package(torch_cudajit) and torch_cudajit.cmake_prefix_path, with the newest CMake and
+#      with CMake 3.25, the oldest an LTS distribution ships (Debian 12).
+# Usage: scripts/package_check.sh WORKDIR           the whole check
+#        scripts/package_check.sh --deploy WORKDIR  step 3 only, against the torch_cudajit
+#                                                   already installed in the active venv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-WORK=${1:?usage: package_check.sh WORKDIR}
+deploy_only=false
+if [[ ${1:-} == --deploy ]]; then deploy_only=true; shift; fi
+WORK=${1:?usage: package_check.sh [--deploy] WORKDIR}
 mkdir -p "$WORK"
 TORCH_VERSION=$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')
 ts() { date +%s; }
+export REPO
+
+# deploy_build CMAKE DIR: examples/deploy configured and built on its own in DIR with CMAKE,
+# against the torch and torch_cudajit installed in the active venv (imported from outside the
+# source tree); the program must link the installed libtorch_cudajit.so.
+deploy_build() {
+  local cmake=$1 dir=$2 t0 found package prefix
+  t0=$(ts)
+  found=$(cd "$WORK" && python3 -c 'import os, torch, torch_cudajit as cj
+assert not cj.__file__.startswith(os.environ["REPO"]), cj.__file__
+print(os.path.dirname(cj.__file__))
+print(torch.utils.cmake_prefix_path + ";" + cj.cmake_prefix_path)')
+  package=${found%%$'\n'*}
+  prefix=${found#*$'\n'}
+  echo "== examples/deploy against the installed package: torch $TORCH_VERSION, $("$cmake" --version | head -1)"
+  rm -rf "$dir"
+  "$cmake" -S "$REPO/examples/deploy" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+           -DCMAKE_PREFIX_PATH="$prefix" > "$dir.log" 2>&1 &&
+    "$cmake" --build "$dir" -j2 >> "$dir.log" 2>&1 ||
+    { tail -40 "$dir.log"; exit 1; }
+  local linked
+  linked=$(ldd "$dir/torch_cudajit_deploy" | sed -n 's/^\s*libtorch_cudajit\.so[.0-9]* => \(\S*\).*/\1/p')
+  [[ -n $linked && $(readlink -f "$linked") == $(readlink -f "$package/lib/libtorch_cudajit.so") ]] ||
+    { echo "the deploy program links '$linked', not $package/lib/libtorch_cudajit.so"; exit 1; }
+  echo "   built in $(( $(ts) - t0 )) s, linked to $linked"
+}
+
+# deploy_builds: deploy_build with the newest CMake from pip (README line 2 installs it) and with
+# CMake 3.25.0: CMake learnt nvcc's C++20 flag in 3.25.2, Debian 12 ships 3.25.1, and torch 2.15
+# asks for C++20 (torch_cudajitCxxStandard.cmake fills the gap).
+deploy_builds() {
+  python3 -m pip install -q cmake ninja
+  local cmake325=$WORK/cmake-3.25/cmake/data/bin/cmake
+  [[ -x $cmake325 ]] || python3 -m pip install -q --target "$WORK/cmake-3.25" "cmake==3.25.0"
+  deploy_build "$(command -v cmake)" "$WORK/deploy-cmake-newest"
+  deploy_build "$cmake325" "$WORK/deploy-cmake-3.25"
+}
+if $deploy_only; then
+  deploy_builds
+  exit 0
+fi
 
 python3 -m pip install -q build
 echo "== python -m build --no-isolation (torch $TORCH_VERSION)"
@@ -51,7 +97,6 @@ print("installed", cj.__version__, "from", os.path.dirname(cj.__file__), "compil
 PY
   )
 }
-export REPO
 
 for kind in wheel sdist; do
   echo "== install the $kind in a clean venv"
@@ -66,20 +111,7 @@ for kind in wheel sdist; do
       MAX_JOBS=${MAX_JOBS:-2} python3 -m pip install -q --no-build-isolation "$sdist"
     fi
     smoke
-    if [[ $kind == wheel ]]; then
-      echo "== examples/deploy against the installed wheel (find_package(torch_cudajit))"
-      python3 -m pip install -q cmake ninja
-      prefix="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)');$(cd "$WORK" && python3 -c 'import torch_cudajit;print(torch_cudajit.cmake_prefix_path)')"
-      cmake -S "$REPO/examples/deploy" -B "$WORK/deploy-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-            -DCMAKE_PREFIX_PATH="$prefix" > "$WORK/deploy.log" 2>&1 &&
-        cmake --build "$WORK/deploy-build" -j2 >> "$WORK/deploy.log" 2>&1 ||
-        { tail -40 "$WORK/deploy.log"; exit 1; }
-      grep -E "torch_cudajit|Found Torch" "$WORK/deploy.log" | head -3 || true
-      ldd "$WORK/deploy-build/torch_cudajit_deploy" | grep torch_cudajit
-      ldd "$WORK/deploy-build/torch_cudajit_deploy" | grep -q "$WORK/venv-wheel/.*/torch_cudajit/lib/libtorch_cudajit.so" ||
-        { echo "the deploy program does not link the wheel's library"; exit 1; }
-      echo "deploy program built against the wheel: $WORK/deploy-build/torch_cudajit_deploy"
-    fi
+    if [[ $kind == wheel ]]; then deploy_builds; fi
   )
   echo "   $kind: $(( $(ts) - t0 )) s"
 done

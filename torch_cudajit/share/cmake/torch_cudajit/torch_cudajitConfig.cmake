@@ -7,7 +7,8 @@
 # The target is the same libtorch_cudajit.so that `import torch_cudajit` loads: one copy of the
 # core and of the cudajit op registration for Python and C++. Its C++ API headers are included as
 # <torch_cudajit/kernel.h>. The library registers the op family from static initializers, so the
-# target links it with --no-as-needed.
+# target links it with --no-as-needed. The target asks for the C++ standard torch requires, and
+# CUDA sources of a consumer compile at it (torch_cudajitCxxStandard.cmake), with CMake 3.25 too.
 include(CMakeFindDependencyMacro)
 find_dependency(Torch)
 
@@ -28,12 +29,12 @@ if(NOT _cj_cuda_includes AND CUDA_INCLUDE_DIRS)
   set(_cj_cuda_includes ${CUDA_INCLUDE_DIRS})
 endif()
 
-# The C++ standard the installed torch requires: newer torch carries it on its target as a
-# compile feature already; older torch only sets CXX_STANDARD there, which CMake does not pass on.
-get_target_property(_cj_std torch CXX_STANDARD)
+# The C++ standard the installed torch requires, carried by the target (and nvcc's flag for it
+# where CMake lacks one, so that a consumer's CUDA sources build too).
+include("${CMAKE_CURRENT_LIST_DIR}/torch_cudajitCxxStandard.cmake")
 set(_cj_features "")
-if(_cj_std)
-  set(_cj_features cxx_std_${_cj_std})
+if(TORCH_CUDAJIT_CXX_STANDARD)
+  set(_cj_features cxx_std_${TORCH_CUDAJIT_CXX_STANDARD})
 endif()
 
 # A pip-installed torch finds its CUDA libraries in NVIDIA's wheels through its own run path, which
@@ -59,7 +60,6 @@ set(torch_cudajit_INCLUDE_DIRS "${_cj_package_dir}/cxx")
 set(torch_cudajit_LIBRARIES torch_cudajit::torch_cudajit)
 unset(_cj_library)
 unset(_cj_cuda_includes)
-unset(_cj_std)
 unset(_cj_features)
 unset(_cj_link_options)
 unset(_cj_wheel_dirs)
