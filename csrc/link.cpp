@@ -84,10 +84,13 @@ void detail::link_program(const Program& program, nvrtcProgram prog,
   CJ_CHECK(nvrtcGetLTOIRSize, prog, &ir_size);
   std::string ir(ir_size, '\0');
   CJ_CHECK(nvrtcGetLTOIR, prog, &ir[0]);
-  // nvJitLink always produces machine code for the device's own architecture.
+  // nvJitLink produces machine code for the compile's target: the device's own architecture
+  // (or its architecture-specific variant).
   // With -dlto NVRTC stops before code generation, so the options that shape machine code
   // go to nvJitLink, which generates it.
-  std::vector<std::string> link_opts = {"-arch=sm_" + std::to_string(options.arch), "-lto"};
+  const std::string machine =
+      out.target.rfind("sm_", 0) == 0 ? out.target : "sm_" + std::to_string(options.arch);
+  std::vector<std::string> link_opts = {"-arch=" + machine, "-lto"};
   if (options.debug) link_opts.push_back("-g");
   if (options.lineinfo) link_opts.push_back("-lineinfo");
   const std::vector<std::string> shaping = parse_user_options(options.extra).link_options;
@@ -142,7 +145,7 @@ void detail::link_program(const Program& program, nvrtcProgram prog,
   out.cubin.resize(cubin_size);
   CJ_CHECK(nvJitLinkGetLinkedCubin, h, &out.cubin[0]);
   out.has_cubin = true;
-  out.target = "sm_" + std::to_string(options.arch);
+  out.target = machine;
   out.ptx.clear();  // LTO keeps no PTX
 }
 

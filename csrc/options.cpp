@@ -10,6 +10,20 @@
 
 namespace torch_cudajit {
 
+namespace {
+// `-arch=sm_90a` / `--gpu-architecture=sm_100f`: an architecture-specific target, which the
+// compile honours for its compute capability (Program::nvrtc_arguments).
+bool is_arch_variant_option(const std::string& o) {
+  for (const std::string flag : {"-arch=sm_", "--gpu-architecture=sm_"}) {
+    if (o.rfind(flag, 0) != 0) continue;
+    size_t end = flag.size();
+    while (end < o.size() && std::isdigit(static_cast<unsigned char>(o[end]))) ++end;
+    return end > flag.size() && end + 1 == o.size() && (o[end] == 'a' || o[end] == 'f');
+  }
+  return false;
+}
+}  // namespace
+
 UserOptions parse_user_options(const std::vector<std::string>& extra) {
   UserOptions out;
   for (size_t i = 0; i < extra.size(); ++i) {
@@ -34,6 +48,10 @@ UserOptions parse_user_options(const std::vector<std::string>& extra) {
     else {
       if (o.rfind("-std=", 0) == 0) out.std = o.substr(5);
       else if (o.rfind("--std=", 0) == 0) out.std = o.substr(6);
+      if (is_arch_variant_option(o)) {
+        out.arch_variant = o.substr(o.find("sm_"));
+        continue;  // the compile's own -arch carries it
+      }
       out.others.push_back(o);
     }
   }
@@ -98,10 +116,11 @@ std::optional<std::string> flag_value(const std::string& o, const std::string& n
                     "target architecture; options cannot set it. A kernel is compiled for the "
                     "architecture of the GPU it launches on, or for the one given to "
                     "compile(..., arch=...) or precompile(..., arch=...), which need no GPU. "
-                    "Remove it from options", suffix ? "; architecture-specific targets such "
-                    "as '" + visible(value) + "' are not supported (compile for the compute "
-                    "capability, e.g. arch='sm_" + number + "')." : " and pass arch='sm_" +
-                    number + "' to compile or precompile to compile for that architecture.");
+                    "Remove it from options", suffix ? "; an architecture-specific target is "
+                    "written -arch=sm_" + number + visible(value.substr(end)) + " (one option, "
+                    "with '='), and applies when the kernel compiles for sm_" + number + "." :
+                    " and pass arch='sm_" + number + "' to compile or precompile to compile "
+                    "for that architecture.");
 }
 // What the message of a standard that is not supported says after the option.
 std::string standard_advice(const std::string& standard) {
@@ -130,7 +149,7 @@ void check_options(const std::vector<std::string>& options) {
     const bool separate = o.find('=') == std::string::npos && i + 1 < options.size();
     const std::string shown = visible(o) + (separate ? "', followed by '" + visible(next) : "");
     if (auto arch = flag_value(o, next, {"-arch", "--gpu-architecture", "-code", "--gpu-code"}))
-      refuse_architecture_option(i, shown, *arch);
+      if (!is_arch_variant_option(o)) refuse_architecture_option(i, shown, *arch);
     if (auto standard = flag_value(o, next, {"-std", "--std"})) {
       const auto& known = supported_standards();
       TORCH_CHECK_VALUE(std::find(known.begin(), known.end(), *standard) != known.end(),

@@ -19,6 +19,9 @@ struct UserOptions {
   /// The language standard of the last -std / --std option ("c++20"), "" when none is given:
   /// NVRTC takes the last one, after the plugin's own.
   std::string std;
+  /// An architecture-specific target asked for with -arch (`sm_90a`, `sm_100f`), "" when none:
+  /// the compile targets it when its compute capability is the one compiled for.
+  std::string arch_variant;
   /// nvJitLink's spelling of the options that shape machine code (register limit, ptxas
   /// optimization level, fast math).
   std::vector<std::string> link_options;

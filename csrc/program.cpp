@@ -179,6 +179,20 @@ NvrtcArguments Program::nvrtc_arguments(const CompileOptions& o) const {
   // architecture NVRTC does not support before it gets here: no GPU asked for it.)
   std::vector<int> archs = detail::nvrtc_supported_archs();
   std::string target = "sm_" + std::to_string(o.arch);
+  const UserOptions user = parse_user_options(o.extra);
+  // An architecture-specific target (options=['-arch=sm_90a']) of the compute capability
+  // compiled for: its machine code, reported as its target.
+  if (!user.arch_variant.empty()) {
+    const bool same = user.arch_variant.compare(0, target.size(), target) == 0 &&
+                      user.arch_variant.size() == target.size() + 1;
+    TORCH_CHECK_VALUE(same, "torch_cudajit: the options ask for ", user.arch_variant,
+                      ", a target specific to another architecture than the one this compile is "
+                      "for (", target, ": the GPU's, or compile(..., arch=...)'s). Compile for it "
+                      "with arch='", user.arch_variant.substr(0, user.arch_variant.size() - 1),
+                      "', or launch on such a GPU.");
+    target = user.arch_variant;
+    archs.clear();  // NVRTC lists compute capabilities; a variant of one it knows is taken as is
+  }
   if (!archs.empty() && std::find(archs.begin(), archs.end(), o.arch) == archs.end()) {
     int best = 0;
     for (int a : archs)
@@ -193,7 +207,6 @@ NvrtcArguments Program::nvrtc_arguments(const CompileOptions& o) const {
   for (const auto& dir : include_dirs) opts.push_back("-I" + dir);
   // A user macro or pre-included file may use cj/cj.cuh's optional parts (generate covers the
   // source); a pre-included file is not read, so it keeps them all.
-  const UserOptions user = parse_user_options(o.extra);
   detail::ImplicitNeeds needs;
   for (const auto& macro : user.macros) needs |= detail::implicit_needs(macro);
   if (!user.pre_includes.empty()) needs = {true, true};
@@ -208,7 +221,11 @@ NvrtcArguments Program::nvrtc_arguments(const CompileOptions& o) const {
     opts.push_back("-rdc=true");
     opts.push_back("-dlto");
   }
-  opts.insert(opts.end(), o.extra.begin(), o.extra.end());
+  // The user's options, but an architecture-specific -arch: the target above carries it.
+  for (const std::string& e : o.extra)
+    if (user.arch_variant.empty() || e != "-arch=" + user.arch_variant &&
+                                         e != "--gpu-architecture=" + user.arch_variant)
+      opts.push_back(e);
   return {std::move(target), std::move(opts)};
 }
 

@@ -116,8 +116,9 @@ def arch_number(arch) -> int:
             raise ValueError(
                 f"arch is {arch!r}, an architecture-specific target; compile and precompile take "
                 f"a compute capability such as 'sm_{match.group(1)}' and compile machine code "
-                f"that runs on every GPU of it. Architecture-specific targets (the 'a' and 'f' "
-                f"suffixes) are not supported.")
+                f"that runs on every GPU of it. For an architecture-specific target (the 'a' "
+                f"and 'f' suffixes), define the kernel with options=['-arch=sm_{match.group(1)}{match.group(2)}'] and "
+                f"compile with arch='sm_{match.group(1)}'.")
         number = int(match.group(1)) if match else None
     elif (isinstance(arch, tuple) and len(arch) == 2
           and all(isinstance(v, int) and not isinstance(v, bool) for v in arch)):

@@ -81,8 +81,8 @@ TEST(OptionsTest, ArchitectureOptionsAreRefused) {
       {{"--gpu-architecture", "sm_80"}, "options[0] is '--gpu-architecture', followed by 'sm_80'",
        "pass arch='sm_80'"},
       {{"-code=sm_90"}, "options[0] is '-code=sm_90'", "pass arch='sm_90'"},
-      {{"-arch=sm_90a"}, "options[0] is '-arch=sm_90a'",
-       "architecture-specific targets such as 'sm_90a' are not supported"},
+      {{"-arch", "sm_90a"}, "options[0] is '-arch', followed by 'sm_90a'",
+       "an architecture-specific target is written -arch=sm_90a (one option, with '=')"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.shown);
@@ -116,6 +116,33 @@ TEST(OptionsTest, OtherOptionsPass) {
   // Options NVRTC takes that only a compile can judge are left to it.
   detail::check_options({"-G", "-lineinfo", "-DARCH=sm_80", "--use_fast_math", "-Iarch",
                          "--maxrregcount=32", "--extra-device-vectorization"});
+}
+
+}  // namespace
+}  // namespace torch_cudajit
+
+namespace torch_cudajit {
+namespace {
+
+TEST(OptionsTest, ArchitectureSpecificTargetsAreTakenAsOneOption) {
+  struct Case {
+    std::vector<std::string> options;
+    std::string variant;
+  };
+  const std::vector<Case> cases = {
+      {{"-arch=sm_90a"}, "sm_90a"},
+      {{"-DX", "--gpu-architecture=sm_100f"}, "sm_100f"},
+      {{"-arch=sm_90"}, ""},  // refused by check_options, no variant
+      {{"-arch=compute_90a"}, ""},
+      {{"-arch=sm_90ab"}, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.options.back());
+    EXPECT_EQ(parse_user_options(c.options).arch_variant, c.variant);
+    if (!c.variant.empty()) EXPECT_NO_THROW(detail::check_options(c.options));
+  }
+  // The variant is not passed on as a user option: the compile's own -arch carries it.
+  EXPECT_EQ(parse_user_options({"-arch=sm_90a", "-DX"}).others, std::vector<std::string>{});
 }
 
 }  // namespace

@@ -490,10 +490,18 @@ def test_architecture_in_options_is_refused_at_jit(options, shown, arch):
         tcj.jit(SRC, options=options)
 
 
-def test_architecture_specific_target_in_options_is_refused():
-    with pytest.raises(ValueError, match=r"options\[0\] is '-arch=sm_90a'.*architecture-specific "
-                                         r"targets such as 'sm_90a' are not supported"):
-        tcj.jit(SRC, options=["-arch=sm_90a"])
+def test_architecture_specific_target_in_options_is_honoured_for_its_architecture():
+    k = tcj.jit(SRC, options=["-arch=sm_90a"])
+    c = k.compile(*good_args(), arch="sm_90")
+    # Compiled and reported as sm_90a; the plugin's own -arch carries it, once.
+    assert c.target == "sm_90a" and c.options.count("-arch=sm_90a") == 1
+    assert ".target sm_90a" in c.ptx
+    with pytest.raises(ValueError, match=r"the options ask for sm_90a, a target specific to another "
+                                         r"architecture than the one this compile is for \(sm_80"):
+        k.compile(*good_args(), arch="sm_80")
+    with pytest.raises(ValueError, match=r"options\[0\] is '-arch', followed by 'sm_90a'.*an "
+                                         r"architecture-specific target is written -arch=sm_90a"):
+        tcj.jit(SRC, options=["-arch", "sm_90a"])
 
 
 @pytest.mark.parametrize("arch", ["sm_999", 999, (99, 9), "sm_91"], ids=repr)
@@ -512,7 +520,8 @@ def test_architecture_nvrtc_does_not_support_is_refused(k, arch):
 def test_architecture_specific_target_is_refused_at_compile(k, arch):
     with pytest.raises(ValueError, match=rf"arch is '{arch}', an architecture-specific target; "
                                          r"compile and precompile take a compute capability such "
-                                         r"as 'sm_\d+'.*\(the 'a' and 'f' suffixes\) are not supported"):
+                                         r"as 'sm_\d+'.*\(the 'a' and 'f' suffixes\), define "
+                                         r"the kernel with options=\['-arch=sm_\d+[af]'\]"):
         k.compile(*good_args(), arch=arch)
 
 
