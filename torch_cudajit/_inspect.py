@@ -19,14 +19,28 @@ WHEEL_BIN_DIRS = ("nvidia/cu13/bin", "nvidia/cu12/bin", "nvidia/cuda_{tool}/bin"
 
 def find_tool(name: str):
     """The path of a CUDA tool (cuobjdump, nvdisasm): on PATH, in $CUDA_HOME/bin or
-    $CUDA_PATH/bin, in TOOL_DIRS, or from NVIDIA's pip wheel on sys.path; None if none has it."""
+    $CUDA_PATH/bin, in TOOL_DIRS, or from NVIDIA's pip wheel (found by cuda-pathfinder, or on
+    sys.path); None if none has it."""
     found = shutil.which(name)
     if found:
         return found
     dirs = [os.path.join(os.environ[v], "bin") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    for d in dirs + TOOL_DIRS:
+        path = os.path.join(d, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    # NVIDIA's wheels: cuda-pathfinder (installed with torch's CUDA 13 wheels) knows where each
+    # puts its tools; without it, the folders those wheels use on sys.path.
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+        found = find_nvidia_binary_utility(name)
+        if found:
+            return found
+    except Exception:  # not installed, or a version that does not know the tool
+        pass
     wheels = [os.path.join(base or os.curdir, *d.format(tool=name).split("/"))
               for base in sys.path for d in WHEEL_BIN_DIRS]
-    for d in dirs + TOOL_DIRS + wheels:
+    for d in wheels:
         path = os.path.join(d, name)
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
