@@ -272,7 +272,7 @@ class Launch:
         thread per step of its vector loop instead (16 fp32 or 32 bf16 elements), as torch's
         own vectorized kernels do. A kernel written one task per thread runs on the virtual
         grid when its text and the arguments allow it: each physical block runs several of the
-        blocks the kernel sees, with __restrict__ data pointers (README, "forall's virtual
+        blocks the kernel sees, with __restrict__ data pointers (docs/launching.md, "The virtual
         grid"; ``forall_plan`` says what a call gets). Never warns about low occupancy: a small
         grid here means little work."""
         if not isinstance(ntasks, int) or isinstance(ntasks, bool) or ntasks < 1:
