@@ -10,9 +10,6 @@
 
 namespace torch_cudajit {
 
-namespace {
-// `-arch=sm_90a` / `--gpu-architecture=sm_100f`: an architecture-specific target, which the
-// compile honours for its compute capability (Program::nvrtc_arguments).
 bool is_arch_variant_option(const std::string& o) {
   for (const std::string flag : {"-arch=sm_", "--gpu-architecture=sm_"}) {
     if (o.rfind(flag, 0) != 0) continue;
@@ -22,7 +19,6 @@ bool is_arch_variant_option(const std::string& o) {
   }
   return false;
 }
-}  // namespace
 
 UserOptions parse_user_options(const std::vector<std::string>& extra) {
   UserOptions out;

@@ -27,6 +27,10 @@ struct UserOptions {
   std::vector<std::string> link_options;
 };
 
+/// True for `-arch=sm_90a` / `--gpu-architecture=sm_100f`: an architecture-specific target,
+/// which the compile honours for its compute capability (UserOptions::arch_variant).
+bool is_arch_variant_option(const std::string& option);
+
 /// Reads `extra` (options as NVRTC takes them) by role.
 UserOptions parse_user_options(const std::vector<std::string>& extra);
 

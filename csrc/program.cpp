@@ -223,9 +223,7 @@ NvrtcArguments Program::nvrtc_arguments(const CompileOptions& o) const {
   }
   // The user's options, but an architecture-specific -arch: the target above carries it.
   for (const std::string& e : o.extra)
-    if (user.arch_variant.empty() || e != "-arch=" + user.arch_variant &&
-                                         e != "--gpu-architecture=" + user.arch_variant)
-      opts.push_back(e);
+    if (!is_arch_variant_option(e)) opts.push_back(e);
   return {std::move(target), std::move(opts)};
 }
 

@@ -336,13 +336,6 @@ std::string helper_text(const KernelDecl& d, const SpecKey* key, const std::stri
   return os.str();
 }
 
-// The text of a top-level part of a template argument list, trimmed.
-std::string trimmed(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\n");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\n") - b + 1);
-}
-
 }  // namespace
 
 std::string deduction_helper(const KernelDecl& d, const SpecKey* key, const std::string& suffix) {
@@ -359,11 +352,12 @@ TemplateArguments split_template_args(const std::string& text) {
     if (b == e) continue;
     // NAME = value: an identifier, then a lone '=' (`N == 4` tokenizes as two '=').
     const bool named = e - b >= 3 && t[b].ident && t[b + 1].text == "=" && t[b + 2].text != "=";
-    const size_t to = e < t.size() ? t[e].pos : text.size();
+    // A part's text runs from its first token to the end of its last, as written.
+    const size_t to = t[e - 1].pos + t[e - 1].text.size();
     if (named) {
-      out.named.emplace_back(t[b].text, trimmed(text.substr(t[b + 2].pos, to - t[b + 2].pos)));
+      out.named.emplace_back(t[b].text, text.substr(t[b + 2].pos, to - t[b + 2].pos));
     } else {
-      const std::string part = trimmed(text.substr(t[b].pos, to - t[b].pos));
+      const std::string part = text.substr(t[b].pos, to - t[b].pos);
       TORCH_CHECK_VALUE(out.named.empty(), "torch_cudajit: template_args '", text, "' gives the "
                         "positional argument '", part, "' after a named one; give the positional "
                         "arguments first (as C++ does), then NAME=value ones.");
