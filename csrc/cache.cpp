@@ -144,6 +144,43 @@ std::vector<DirEntry> list_dir(const std::string& dir) {
 
 }  // namespace
 
+// --- Record frames ---------------------------------------------------------------------------
+
+std::string frame_record(const std::string& payload) {
+  std::string data(kMagic, sizeof(kMagic));
+  put_u32(data, DiskCache::kFormatVersion);
+  put_u32(data, 0);
+  put_u64(data, payload.size());
+  auto digest = Sha256().update(payload).digest();
+  data.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+  data += payload;
+  return data;
+}
+
+std::optional<std::string> unframe_record(const std::string& data, std::string* problem) {
+  const char* why = nullptr;
+  if (data.size() < kHeaderSize || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
+    why = "is truncated or not a torch_cudajit cache file";
+  } else {
+    ByteReader r{data, sizeof(kMagic)};
+    const uint64_t version = r.u(4);
+    r.u(4);
+    const uint64_t length = r.u(8);
+    if (version != DiskCache::kFormatVersion) {
+      why = "has another cache format version";
+    } else if (length != data.size() - kHeaderSize) {
+      why = "is truncated";
+    } else {
+      std::string payload = data.substr(kHeaderSize);
+      auto digest = Sha256().update(payload).digest();
+      if (std::memcmp(digest.data(), data.data() + kHeaderSize - 32, 32) == 0) return payload;
+      why = "is corrupted (its checksum does not match)";
+    }
+  }
+  if (problem) *problem = why;
+  return std::nullopt;
+}
+
 // --- DiskCache -------------------------------------------------------------------------------
 
 DiskCache& DiskCache::instance() {
@@ -271,28 +308,11 @@ std::optional<std::string> DiskCache::load_file(const std::string& key, const ch
     return std::nullopt;
   }
   std::string data;
-  const char* problem = nullptr;
-  if (!read_all(f.fd, data, static_cast<size_t>(st.st_size)) || data.size() < kHeaderSize ||
-      std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
-    problem = "is truncated or not a torch_cudajit cache file";
-  } else {
-    ByteReader r{data, sizeof(kMagic)};
-    const uint64_t version = r.u(4);
-    r.u(4);
-    const uint64_t length = r.u(8);
-    if (version != kFormatVersion) {
-      problem = "has another cache format version";
-    } else if (length != data.size() - kHeaderSize) {
-      problem = "is truncated";
-    } else {
-      std::string payload = data.substr(kHeaderSize);
-      auto digest = Sha256().update(payload).digest();
-      if (std::memcmp(digest.data(), data.data() + kHeaderSize - 32, 32) != 0) {
-        problem = "is corrupted (its checksum does not match)";
-      } else {
-        futimens(f.fd, nullptr);  // the modification time orders eviction (LRU)
-        return payload;
-      }
+  std::string problem = "is truncated";
+  if (read_all(f.fd, data, static_cast<size_t>(st.st_size))) {
+    if (std::optional<std::string> payload = unframe_record(data, &problem)) {
+      futimens(f.fd, nullptr);  // the modification time orders eviction (LRU)
+      return payload;
     }
   }
   reject_file(path, problem);
@@ -326,13 +346,7 @@ void DiskCache::store_manifest(const std::string& key, const std::string& record
 
 bool DiskCache::store_file(const std::string& dir, const std::string& key,
                            const std::string& payload, const char* suffix) {
-  std::string data(kMagic, sizeof(kMagic));
-  put_u32(data, kFormatVersion);
-  put_u32(data, 0);
-  put_u64(data, payload.size());
-  auto digest = Sha256().update(payload).digest();
-  data.append(reinterpret_cast<const char*>(digest.data()), digest.size());
-  data += payload;
+  const std::string data = frame_record(payload);
 
   static thread_local std::mt19937_64 rng(std::random_device{}() ^
                                           (uint64_t(::getpid()) << 32));

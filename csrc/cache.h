@@ -42,6 +42,13 @@ struct CacheCounters {
   std::atomic<uint64_t> misses{0};
 };
 
+/// The bytes of a cache file holding `payload`: a header (magic, format version, length), the
+/// payload's SHA-256, then the payload. Records travel between caches in this form.
+std::string frame_record(const std::string& payload);
+/// The payload of a cache file's bytes, or nothing when they are not one whole record of this
+/// format; `problem` then says why ("is corrupted (its checksum does not match)", ...).
+std::optional<std::string> unframe_record(const std::string& bytes, std::string* problem);
+
 /// The process-wide disk cache.
 class DiskCache {
  public:

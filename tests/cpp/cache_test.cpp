@@ -188,6 +188,36 @@ TEST_F(CacheTest, DamagedFilesAreIgnored) {
   EXPECT_FALSE(c.load(key).has_value()) << "writable by others";
 }
 
+TEST(RecordFrame, RoundTripsAndNamesEachDamage) {
+  const std::string payload = std::string("record\0bytes", 12);
+  const std::string framed = frame_record(payload);
+  std::string problem;
+  ASSERT_EQ(unframe_record(framed, &problem), payload);
+  struct Case {
+    const char* name;
+    std::string bytes;
+    const char* problem;
+  };
+  std::string flipped = framed;
+  flipped.back() ^= 1;
+  std::string version = framed;
+  version[8] ^= 1;
+  const std::vector<Case> cases = {
+      {"empty", "", "is truncated or not a torch_cudajit cache file"},
+      {"foreign magic", "X" + framed.substr(1), "is truncated or not a torch_cudajit cache file"},
+      {"short payload", framed.substr(0, framed.size() - 1), "is truncated"},
+      {"long payload", framed + "x", "is truncated"},
+      {"flipped payload bit", flipped, "is corrupted (its checksum does not match)"},
+      {"other format version", version, "has another cache format version"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    problem.clear();
+    EXPECT_FALSE(unframe_record(c.bytes, &problem).has_value());
+    EXPECT_EQ(problem, c.problem);
+  }
+}
+
 TEST_F(CacheTest, StoreHoldsAnyBytesUnderAKey) {
   DiskCache& c = DiskCache::instance();
   const std::string key(64, 'a');
