@@ -64,11 +64,20 @@ class BuildCoreAndBinding(BuildExtension):
                 ext.library_dirs.append(core_dir)
         super().build_extensions()
         self._copy_cxx_headers(os.path.dirname(core_dir))
+        self._write_digest(core_dir)
 
     def copy_extensions_to_source(self):  # --inplace: the library's folder, then the headers
         os.makedirs(os.path.join(HERE, *CORE.split(".")[:-1]), exist_ok=True)
         super().copy_extensions_to_source()
         self._copy_cxx_headers(os.path.join(HERE, "torch_cudajit"))
+        self._write_digest(os.path.join(HERE, *CORE.split(".")[:-1]))
+
+    def _write_digest(self, lib_dir):
+        # What this build compiled (scripts/build_digest.py): the tests reuse an installed build
+        # only when it matches the checkout.
+        digest = load_build_digest()
+        with open(os.path.join(lib_dir, digest.FILE_NAME), "w", encoding="ascii") as f:
+            f.write(digest.source_digest(HERE) + "\n")
 
     def _copy_cxx_headers(self, package_dir):
         # <package>/cxx/torch_cudajit/*.h: the C++ API for find_package(torch_cudajit), the
@@ -79,6 +88,17 @@ class BuildCoreAndBinding(BuildExtension):
         for rel in public_headers():
             os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
             shutil.copyfile(os.path.join(HERE, "csrc", rel), os.path.join(dest, rel))
+
+
+def load_build_digest():
+    """scripts/build_digest.py, loaded by path (the package itself needs the built core)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "torch_cudajit_build_digest", os.path.join(HERE, "scripts", "build_digest.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def public_headers():

@@ -159,3 +159,53 @@ def test_public_headers_are_the_api_and_what_it_includes():
                  for inc in pattern.findall(_read(REPO, "csrc", header))]
     assert sorted(listed) == sorted(reached)
     assert listed[:2] == ["kernel.h", "ops/kernel_object.h"]
+
+
+def _digest_module():
+    import runpy
+    import types
+
+    return types.SimpleNamespace(**runpy.run_path(os.path.join(REPO, "scripts", "build_digest.py")))
+
+
+def _mini_checkout(root):
+    """The files a build compiles, copied: setup.py, csrc/ and the device headers."""
+    os.makedirs(root, exist_ok=True)
+    shutil.copy(os.path.join(REPO, "setup.py"), root)
+    shutil.copytree(os.path.join(REPO, "csrc"), os.path.join(root, "csrc"))
+    shutil.copytree(os.path.join(REPO, "torch_cudajit", "include"), os.path.join(root, "torch_cudajit", "include"))
+
+
+@pytest.mark.parametrize("edit", ["csrc/cache.cpp", "torch_cudajit/include/cj/cj.cuh", "setup.py", "csrc/new_file.h"])
+def test_build_digest_follows_every_compiled_file(tmp_path, edit):
+    digest = _digest_module()
+    _mini_checkout(tmp_path)
+    before = digest.source_digest(str(tmp_path))
+    assert before == digest.source_digest(str(tmp_path))
+    with open(tmp_path / edit, "a", encoding="utf-8") as f:
+        f.write("\n// edited\n")
+    assert digest.source_digest(str(tmp_path)) != before
+
+
+def test_the_tests_reuse_an_installed_build_only_when_it_matches(tmp_path):
+    """scripts/test.sh copies an installed build only when its digest is the checkout's."""
+    _mini_checkout(tmp_path / "checkout")
+    lib = tmp_path / "site" / "torch_cudajit" / "lib"
+    lib.mkdir(parents=True)
+    (tmp_path / "site" / "torch_cudajit" / "__init__.py").write_text("")
+    (tmp_path / "checkout" / "scripts").mkdir()
+    shutil.copy(os.path.join(REPO, "scripts", "build_digest.py"), tmp_path / "checkout" / "scripts")
+    script = str(tmp_path / "checkout" / "scripts" / "build_digest.py")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
+
+    def installed():
+        return subprocess.run([sys.executable, script, "--installed"], env=env, cwd=str(tmp_path / "checkout"),
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    assert installed() == ""  # no digest file: not reused
+    current = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True,
+                             check=True).stdout.strip()
+    (lib / "build_digest.txt").write_text(current + "\n")
+    assert installed() == str(lib)
+    (tmp_path / "checkout" / "csrc" / "cache.cpp").write_text("// changed\n")
+    assert installed() == ""
