@@ -15,6 +15,8 @@
 #          built here beside this tree) and on this tree, in one call ($COMPARE_ROUNDS rounds,
 #          default 2)
 #   verify  build, pytest ($PYTEST_FILES), then compare: a change checked and measured in one call
+#   results  benchmarks/run_all.py: every benchmark, with the C++ deploy floor, written to
+#          $OUT/RESULTS.md (copy it over benchmarks/RESULTS.md); RESULTS_ARGS adds arguments
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
 # PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), PYTEST_FILES replaces
@@ -45,8 +47,9 @@ if wants compare verify; then
   (cd "$BASELINE" && MAX_JOBS=6 python3 setup.py build_ext --inplace > "$OUT/build_baseline.log" 2>&1
    echo "baseline rc $?" >> "$OUT/build_baseline.log") &
 fi
-if wants all tests pytest ctest final bench ops aoti; then
+if wants all tests pytest ctest final bench ops aoti results; then
   targets=(); wants aoti && targets=(torch_cudajit_aoti torch_cudajit_deploy)
+  wants results && targets=(torch_cudajit_deploy)
   (cmake -S . -B build/cmake-gpu -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 &&
    ninja -C build/cmake-gpu -j6 ${targets[@]+"${targets[@]}"} >> "$OUT/cmake.log" 2>&1; echo "cmake rc $?" >> "$OUT/cmake.log") &
 fi
@@ -140,4 +143,9 @@ if wants all bandwidth; then
   echo "== virtual-grid probe (one element per load instruction: the ceiling)"
   python3 benchmarks/virtual_grid_probe.py 2>&1 | tee "$OUT/bench_probe.log"
 fi
-
+if wants results; then
+  echo "== all benchmarks (benchmarks/run_all.py ${RESULTS_ARGS:-})"
+  python3 benchmarks/run_all.py --output "$OUT/RESULTS.md" ${RESULTS_ARGS:-} \
+    --deploy build/cmake-gpu/examples/deploy/torch_cudajit_deploy 2>&1 | tee "$OUT/results.log"
+  cp benchmarks/bandwidth.png "$OUT/" 2>/dev/null || true
+fi
