@@ -247,6 +247,17 @@ const Library& nvjitlink_library() {
 
 const Library& driver_library() { return the_driver_library(); }
 
+bool library_file_found(const std::string& name) {
+  TORCH_CHECK(name == "nvrtc" || name == "nvJitLink", "torch_cudajit: library_file_found: unknown "
+              "library '", name, "'; expected 'nvrtc' or 'nvJitLink'");
+  for (const std::string& c : name == "nvrtc" ? nvrtc_candidates() : nvjitlink_candidates()) {
+    struct stat st;
+    if (c.find('/') != std::string::npos && stat(c.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      return true;
+  }
+  return false;
+}
+
 void add_library_search_path(const std::string& dir) {
   std::lock_guard<std::mutex> lock(search_path_mutex());
   search_paths().push_back(dir);

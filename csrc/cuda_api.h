@@ -205,6 +205,10 @@ int current_context_arch();
 /// Adds a directory searched for libnvrtc before the system paths (the Python package
 /// passes the NVIDIA pip wheels' and the toolkit's library folders).
 void add_library_search_path(const std::string& dir);
+/// True when one of the folders searched (search paths, NVIDIA's wheels beside this library,
+/// CUDA_HOME, /usr/local/cuda) holds the library ("nvrtc" or "nvJitLink"), checked without
+/// loading it; false means only the dynamic linker's own search is left.
+bool library_file_found(const std::string& name);
 /// The resolved path of the NVRTC library that is loaded, or that nvrtc() would load. Only
 /// loads it when the dynamic linker's own search must find it, so a disk-cache hit can name
 /// the compiler without paying for loading it.

@@ -74,7 +74,17 @@ int cuda_header_major(const std::string& dir) {
   return 0;
 }
 
+std::vector<std::string>& extra_cuda_include_dirs() {  // guarded by include_mutex
+  static std::vector<std::string> dirs;
+  return dirs;
+}
+
 }  // namespace
+
+void add_cuda_include_dir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(include_mutex());
+  extra_cuda_include_dirs().push_back(dir);
+}
 
 std::string cuda_include_dir() {
   std::vector<std::string> candidates;
@@ -84,6 +94,10 @@ std::string cuda_include_dir() {
   const std::string nvrtc_path = detail::nvrtc_library_file();
   if (nvrtc_path.find('/') != std::string::npos)
     candidates.push_back(dirname_of(dirname_of(nvrtc_path)) + "/include");
+  {
+    std::lock_guard<std::mutex> lock(include_mutex());
+    for (const std::string& d : extra_cuda_include_dirs()) candidates.push_back(d);
+  }
   candidates.push_back("/usr/local/cuda/include");
   // Headers of NVRTC's own CUDA major version first; among those, a folder that also has
   // libcu++ (CCCL), which cooperative_groups.h and the cuda/std headers need (NVIDIA's runtime

@@ -14,6 +14,9 @@ std::vector<std::string> default_include_dirs();
 /// The CUDA header folder in use ("" when none was found): the one of NVRTC's CUDA version,
 /// with CCCL where one has it.
 std::string cuda_include_dir();
+/// Adds a CUDA header folder to consider after the one beside the NVRTC in use (the Python
+/// package passes the one cuda-pathfinder finds when it also found NVRTC).
+void add_cuda_include_dir(const std::string& dir);
 /// The architecture the front end reads a source for when none is named (compiles for another
 /// one read it again for theirs).
 constexpr int kDefaultFrontendArch = 90;

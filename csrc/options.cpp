@@ -41,9 +41,9 @@ UserOptions parse_user_options(const std::vector<std::string>& extra) {
     else if (auto v = value_of("--undefine-macro")) out.macros.push_back("-U" + *v);
     else if (auto v = value_of("--pre-include")) out.pre_includes.push_back(*v);
     else if (auto v = value_of("-include")) out.pre_includes.push_back(*v);
+    else if (auto v = value_of("-std")) out.std = *v, out.others.push_back("-std=" + *v);
+    else if (auto v = value_of("--std")) out.std = *v, out.others.push_back("-std=" + *v);
     else {
-      if (o.rfind("-std=", 0) == 0) out.std = o.substr(5);
-      else if (o.rfind("--std=", 0) == 0) out.std = o.substr(6);
       if (is_arch_variant_option(o)) {
         out.arch_variant = o.substr(o.find("sm_"));
         continue;  // the compile's own -arch carries it

@@ -48,6 +48,26 @@ def _libclang_path():
     return None
 
 
+def _pathfinder_dirs(name):
+    """cuda-pathfinder's answer for a CUDA component (NVIDIA's wheels, conda, CUDA_HOME, the
+    toolkit): its header folder and the library folders beside it, found without loading
+    anything; None when cuda-pathfinder is not installed or does not know."""
+    import importlib.util
+    if importlib.util.find_spec("cuda") is None or importlib.util.find_spec("cuda.pathfinder") is None:
+        return None
+    from cuda.pathfinder import find_nvidia_header_directory
+    try:
+        include = find_nvidia_header_directory(name)
+    except Exception:  # an unknown name or layout: the built-in search stands
+        return None
+    if not include:
+        return None
+    root = os.path.dirname(include)
+    # A wheel or toolkit keeps lib/ or lib64/ beside include/; conda keeps it beside targets/.
+    libs = [os.path.join(root, sub) for sub in ("lib", "lib64")]
+    return include, [d for d in libs if os.path.isdir(d)]
+
+
 def _configure():
     _C.set_package_include_dir(os.path.join(_PACKAGE_DIR, "include"))
     libclang = _libclang_path()
@@ -58,6 +78,22 @@ def _configure():
             _C.add_library_search_path(os.path.join(os.environ[var], "lib64"))
     for lib in _nvidia_wheel_dirs():
         _C.add_library_search_path(lib)
+    # Where neither torch's NVIDIA wheels nor the usual folders hold NVRTC (conda, a toolkit
+    # elsewhere), cuda-pathfinder finds it, and the CUDA headers beside it. Only then is it
+    # imported: a usual import does not pay for it.
+    if not _C.library_file_found("nvrtc"):
+        _add_pathfinder_dirs("nvrtc")
+
+
+def _add_pathfinder_dirs(name):
+    """Passes cuda-pathfinder's folders for `name` to the core; returns them, or None."""
+    found = _pathfinder_dirs(name)
+    if found:
+        include, libs = found
+        for lib in libs:
+            _C.add_library_search_path(lib)
+        _C.add_cuda_include_dir(include)
+    return found
 
 
 _configure()

@@ -146,6 +146,8 @@ void bind_exceptions(py::module_& m) {
 // The libraries found at run time (NVRTC, the driver, libclang) and the device limits.
 void bind_runtime(py::module_& m) {
   m.def("add_library_search_path", &torch_cudajit::detail::add_library_search_path);
+  m.def("library_file_found", &torch_cudajit::detail::library_file_found);
+  m.def("add_cuda_include_dir", &add_cuda_include_dir);
   m.def("set_package_include_dir", &set_package_include_dir);
   m.def("set_libclang_path", &set_libclang_path);
   m.def("libclang_version", &libclang_version);

@@ -30,6 +30,15 @@ TEST(CudaApiTest, NvrtcLoads) {
   EXPECT_EQ(&detail::nvrtc(), &api);
 }
 
+TEST(CudaApiTest, LibraryFileFoundAgreesWithTheLoadedNvrtc) {
+  // The loaded NVRTC came from an absolute candidate here (toolkit or wheel), so the check that
+  // reads the same candidates without loading finds it too.
+  if (detail::nvrtc().library_path.find('/') != std::string::npos)
+    EXPECT_TRUE(detail::library_file_found("nvrtc"));
+  const std::string msg = expect_throws<c10::Error>([] { detail::library_file_found("cublas"); });
+  CJ_EXPECT_CONTAINS(msg, "unknown library 'cublas'; expected 'nvrtc' or 'nvJitLink'");
+}
+
 TEST(CudaApiTest, NvrtcVersionAndArchs) {
   int version = detail::nvrtc_version();
   EXPECT_GE(version, 12000);

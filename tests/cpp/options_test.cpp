@@ -110,6 +110,17 @@ TEST(OptionsTest, StandardsNvrtcDoesNotTakeAreRefused) {
   CJ_EXPECT_CONTAINS(gnu, "Pass std='c++20' to jit instead.");
 }
 
+TEST(OptionsTest, StandardIsReadInEverySpelling) {
+  for (const Strings& o : {Strings{"-std=c++17"}, Strings{"--std=c++17"}, Strings{"-std", "c++17"},
+                           Strings{"--std", "c++17", "-DX"}}) {
+    SCOPED_TRACE(o[0] + (o.size() > 1 ? " " + o[1] : ""));
+    const UserOptions parsed = parse_user_options(o);
+    EXPECT_EQ(parsed.std, "c++17");
+    EXPECT_EQ(parsed.others, Strings{"-std=c++17"});  // one spelling reaches the compilers
+    EXPECT_NO_THROW(detail::check_options(o));
+  }
+}
+
 TEST(OptionsTest, OtherOptionsPass) {
   for (const std::string& standard : supported_standards())
     detail::check_options({"-std=" + standard, "--std=" + standard});

@@ -209,3 +209,27 @@ def test_the_tests_reuse_an_installed_build_only_when_it_matches(tmp_path):
     assert installed() == str(lib)
     (tmp_path / "checkout" / "csrc" / "cache.cpp").write_text("// changed\n")
     assert installed() == ""
+
+
+def test_library_file_found_checks_files_without_loading():
+    from torch_cudajit._loader import _C
+
+    assert isinstance(_C.library_file_found("nvrtc"), bool)
+    with pytest.raises(RuntimeError, match="library_file_found: unknown library 'cublas'; expected 'nvrtc' or 'nvJitLink'"):
+        _C.library_file_found("cublas")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cuda") is None or importlib.util.find_spec("cuda.pathfinder") is None,
+                    reason="cuda-pathfinder is not installed")
+def test_pathfinder_finds_nvrtc_and_its_headers():
+    """Where the built-in search finds no NVRTC, the package asks cuda-pathfinder: its folders
+    hold the library and the CUDA headers, and the core then considers both."""
+    from torch_cudajit import _loader
+
+    found = _loader._add_pathfinder_dirs("nvrtc")
+    if found is None:
+        pytest.skip("cuda-pathfinder finds no NVRTC here")
+    include, libs = found
+    assert os.path.isfile(os.path.join(include, "nvrtc.h"))
+    assert any(name.startswith("libnvrtc.so") for lib in libs for name in os.listdir(lib))
+    assert _loader._pathfinder_dirs("not-a-cuda-component") is None
