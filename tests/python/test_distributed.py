@@ -27,7 +27,7 @@ from _support import SCALE
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 WORKER = os.path.join(HERE, "_job_worker.py")
-DTYPES = "float32,float64,float16,int32"
+DTYPES = "float32,float64,float16,bfloat16"
 
 
 def _env(**extra):
