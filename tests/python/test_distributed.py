@@ -119,6 +119,14 @@ class _Job:
             assert time.monotonic() < deadline, "no rank claimed the compile"
             time.sleep(0.1)
 
+    @staticmethod
+    def asking(procs):
+        """Returns once each rank is about to ask for its kernel, and a little more."""
+        for p in procs:
+            while not p.stdout.readline().startswith("asking"):
+                assert p.poll() is None, p.stderr.read()[-3000:]
+        time.sleep(3)
+
     def result(self, p, rank, timeout=240):
         _, err = p.communicate(timeout=timeout)
         assert p.returncode == 0, err[-6000:]
@@ -140,7 +148,7 @@ def test_killed_compiling_rank_lets_the_others_compile(tmp_path, cache_dir):
         winner = job.rank(0, "float32", TORCH_CUDAJIT_STORE_TEST_DELAY="600")
         job.wait_for_claim(before)
         waiters = [job.rank(r, "float32", JOB_TEST_STALE="3") for r in (1, 2, 3)]
-        time.sleep(2)
+        job.asking(waiters)
         os.kill(winner.pid, signal.SIGKILL)
         start = time.monotonic()
         results = []
@@ -168,7 +176,7 @@ def test_store_server_killed_while_waiting(tmp_path):
         winner = job.rank(0, "float64", TORCH_CUDAJIT_STORE_TEST_DELAY="600")
         job.wait_for_claim(before)
         waiters = [job.rank(r, "float64") for r in (1, 2)]
-        time.sleep(2)
+        job.asking(waiters)
         job.server.kill()
         job.server.wait()
         for r, p in zip((1, 2), waiters):
