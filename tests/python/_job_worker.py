@@ -7,7 +7,8 @@ got to <out>/<rank>.json.
 
 --node-size N: ranks r // N share one cache folder (a simulated node); default: each rank its
 own. --store: no process group; this TCPStore (a client) through use_store. --gpu: launch the
-kernel on this rank's GPU (process group on nccl) and check it against torch.
+kernel on this rank's GPU and check it against torch (process group on nccl with a GPU per
+rank, else on gloo).
 """
 import argparse
 import hashlib
@@ -43,7 +44,9 @@ if args.store:
                   timeout=float(os.environ.get("JOB_TEST_TIMEOUT", "120")),
                   stale=float(os.environ.get("JOB_TEST_STALE", "15")))
 else:
-    dist.init_process_group("nccl" if args.gpu else "gloo")
+    # nccl needs a GPU per rank; ranks sharing one GPU talk through gloo.
+    one_each = args.gpu and torch.cuda.device_count() >= int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("nccl" if one_each else "gloo")
 
 dtypes = [getattr(torch, d) for d in args.dtypes.split(",")]
 # Each rank starts at another dtype, so that the compiling ranks are spread over the job.
@@ -54,7 +57,7 @@ checked = 0
 for dtype in order:
     print("asking", dtype, flush=True)  # the tests wait for this before breaking things
     if args.gpu:
-        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
         x = torch.arange(1000, device=device).to(dtype)
         out = torch.empty_like(x)
         k[4, 256](out, x, 3.0)

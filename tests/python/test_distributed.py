@@ -287,3 +287,12 @@ def test_two_gpus_launch_after_one_compile(tmp_path, two_gpus):
     results = _torchrun(tmp_path, 2, "float32,float64", "--gpu")
     assert all(r["checked"] == 2 for r in results)
     assert _totals(results)["compiled"] == 2
+
+
+@pytest.mark.gpu
+def test_ranks_sharing_a_gpu_launch_what_they_received(tmp_path, device):
+    """Two ranks on one GPU (gloo), a cache folder each: the code one rank received from the
+    other loads and computes what torch computes."""
+    results = _torchrun(tmp_path, 2, "float32,float64", "--gpu")
+    assert all(r["checked"] == 2 for r in results)
+    assert _totals(results)["compiled"] == 2 and _totals(results)["received"] == 2
