@@ -126,9 +126,11 @@ def record_size() -> int:
 
 
 def rank_memory_bytes() -> int:
-    """Resident memory of one rank after import (an estimate for how many ranks fit)."""
-    code = ("import resource, torch, torch.distributed, torch_cudajit; "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)")
+    """Private memory of one rank after import (an estimate for how many ranks fit: the
+    libraries' pages are shared between the ranks)."""
+    code = ("import torch, torch.distributed, torch_cudajit\n"
+            "rollup = dict(l.split(':', 1) for l in open('/proc/self/smaps_rollup') if ':' in l)\n"
+            "print(sum(int(rollup[k].split()[0]) * 1024 for k in ('Private_Clean', 'Private_Dirty')))")
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return int(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                               text=True, check=True).stdout)

@@ -10,6 +10,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
@@ -30,11 +32,22 @@ constexpr char kRecord = 'R';
 constexpr char kFailure = 'F';
 constexpr char kAbandoned = 'A';
 
+// Set in a child forked from this process (precompile's worker processes): the parent's store
+// connection is not the child's to use, so the child compiles without a store.
+std::atomic<bool> g_forked_child{false};
+
 struct Coordinator {
+  Coordinator() { pthread_atfork(nullptr, nullptr, [] { g_forked_child = true; }); }
+
   std::mutex mutex;
   c10::intrusive_ptr<c10d::Store> store;
   CompileStoreOptions options;
   std::function<c10::intrusive_ptr<c10d::Store>()> provider;
+  // The connection of this process's own that the last store used gave (Store::clone), so that
+  // a wait here never holds the lock of a connection the process group shares; weak, so that a
+  // destroyed group's store goes (and its port with it).
+  c10::weak_intrusive_ptr<c10d::Store> cloned_from{c10::intrusive_ptr<c10d::Store>()};
+  c10::intrusive_ptr<c10d::Store> clone;
   CompileStoreCounters counters;
   std::vector<std::string> warned;
 };
@@ -191,23 +204,46 @@ double env_seconds(const char* name) {
   return s;
 }
 
-// The store to use for one miss, and the options: the one set, else the provider's.
-c10::intrusive_ptr<c10d::Store> current_store() {
+// A connection of this process's own to `store`: its clone, made once per store; the store
+// itself when it cannot be cloned (a Python subclass without clone).
+c10::intrusive_ptr<c10d::Store> own_connection(const c10::intrusive_ptr<c10d::Store>& store) {
   Coordinator& c = coordinator();
-  std::function<c10::intrusive_ptr<c10d::Store>()> provider;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
-    if (c.store) return c.store;
+    if (c.cloned_from.lock().get() == store.get()) return c.clone;
+  }
+  c10::intrusive_ptr<c10d::Store> clone;
+  try {
+    clone = store->clone();
+  } catch (const std::exception&) {
+  }
+  if (!clone) clone = store;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.cloned_from = c10::weak_intrusive_ptr<c10d::Store>(store);
+  std::swap(c.clone, clone);  // the old one goes after the lock is released
+  return c.clone;
+}
+
+// The store to use for one miss: the one set, else the provider's.
+c10::intrusive_ptr<c10d::Store> current_store() {
+  if (g_forked_child) return {};
+  Coordinator& c = coordinator();
+  std::function<c10::intrusive_ptr<c10d::Store>()> provider;
+  c10::intrusive_ptr<c10d::Store> store;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    store = c.store;
     provider = c.provider;
   }
-  if (!provider) return {};
-  try {
-    return provider();
-  } catch (const std::exception& e) {
-    warn_once("asking for the default process group's store failed (" + error_text(e) +
-              "); kernels compile without it.");
-    return {};
+  if (!store && provider) {
+    try {
+      store = provider();
+    } catch (const std::exception& e) {
+      warn_once("asking for the default process group's store failed (" + error_text(e) +
+                "); kernels compile without it.");
+    }
   }
+  return store ? own_connection(store) : store;
 }
 
 // The test hook TORCH_CUDAJIT_STORE_TEST_DELAY: seconds the winning rank sleeps before it

@@ -11,7 +11,8 @@
 // Store keys, under "torch_cudajit/<compile key>/": "claim" (a counter; 1 wins), "result"
 // ('R' + framed record, 'F' + compile error, 'A' when the compiling rank gave up for another
 // reason) and "beat" (the compiling rank's heartbeat counter). They stay in the store for the
-// job's life: one record per specialization compiled in the job.
+// job's life: one record per specialization compiled in the job. A process forked from one
+// that uses a store (precompile's workers) compiles without it: the connection is the parent's.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>

@@ -246,6 +246,30 @@ def test_python_store_subclass_publishes_and_serves(cache_dir, tmp_path, store_r
     assert second.cubin == first.cubin
 
 
+def _compile_in_fork(store, folder, queue):
+    cj.cache.configure(dir=folder)
+    x = torch.empty(8, dtype=torch.float16, device="meta")
+    cj.jit(SCALE).compile(x, x, 2.0, arch="sm_90")
+    queue.put((len(store.data), cjd.stats()["compiled"]))
+
+
+def test_forked_child_compiles_without_the_parents_store(cache_dir, tmp_path, store_reset):
+    """precompile's forked workers must not talk over the parent's store connection."""
+    import multiprocessing
+
+    store = _DictStore()
+    cjd.use_store(store)
+    x = torch.empty(8, device="meta")
+    cj.jit(SCALE).compile(x, x, 2.0, arch="sm_90")
+    keys, compiled = len(store.data), cjd.stats()["compiled"]
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_compile_in_fork, args=(store, tmp_path / "child", queue))
+    child.start()
+    assert queue.get(timeout=120) == (keys, compiled + 1)  # compiled, the store untouched
+    child.join()
+
+
 def test_failing_store_compiles_here_with_one_warning(cache_dir, store_reset):
     cjd.use_store(_DictStore(broken=True))
     before = cjd.stats()["store_errors"]
