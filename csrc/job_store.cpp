@@ -43,11 +43,6 @@ struct Coordinator {
   c10::intrusive_ptr<c10d::Store> store;
   CompileStoreOptions options;
   std::function<c10::intrusive_ptr<c10d::Store>()> provider;
-  // The connection of this process's own that the last store used gave (Store::clone), so that
-  // a wait here never holds the lock of a connection the process group shares; weak, so that a
-  // destroyed group's store goes (and its port with it).
-  c10::weak_intrusive_ptr<c10d::Store> cloned_from{c10::intrusive_ptr<c10d::Store>()};
-  c10::intrusive_ptr<c10d::Store> clone;
   CompileStoreCounters counters;
   std::vector<std::string> warned;
 };
@@ -204,26 +199,6 @@ double env_seconds(const char* name) {
   return s;
 }
 
-// A connection of this process's own to `store`: its clone, made once per store; the store
-// itself when it cannot be cloned (a Python subclass without clone).
-c10::intrusive_ptr<c10d::Store> own_connection(const c10::intrusive_ptr<c10d::Store>& store) {
-  Coordinator& c = coordinator();
-  {
-    std::lock_guard<std::mutex> lock(c.mutex);
-    if (c.cloned_from.lock().get() == store.get()) return c.clone;
-  }
-  c10::intrusive_ptr<c10d::Store> clone;
-  try {
-    clone = store->clone();
-  } catch (const std::exception&) {
-  }
-  if (!clone) clone = store;
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.cloned_from = c10::weak_intrusive_ptr<c10d::Store>(store);
-  std::swap(c.clone, clone);  // the old one goes after the lock is released
-  return c.clone;
-}
-
 // The store to use for one miss: the one set, else the provider's.
 c10::intrusive_ptr<c10d::Store> current_store() {
   if (g_forked_child) return {};
@@ -243,7 +218,10 @@ c10::intrusive_ptr<c10d::Store> current_store() {
                 "); kernels compile without it.");
     }
   }
-  return store ? own_connection(store) : store;
+  // The process group's own connection: a clone per process would open a connection of its own,
+  // and a job's ranks all opening one at their first miss queue at the server (seconds). A wait
+  // holds the connection for one slice (two heartbeats) at most.
+  return store;
 }
 
 // The test hook TORCH_CUDAJIT_STORE_TEST_DELAY: seconds the winning rank sleeps before it
