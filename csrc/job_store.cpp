@@ -219,8 +219,8 @@ c10::intrusive_ptr<c10d::Store> current_store() {
     }
   }
   // The process group's own connection: a clone per process would open a connection of its own,
-  // and a job's ranks all opening one at their first miss queue at the server (seconds). A wait
-  // holds the connection for one slice (two heartbeats) at most.
+  // and a job's ranks all opening one at their first miss queue at the server's accept backlog.
+  // A wait holds the connection for one slice (two heartbeats) at most.
   return store;
 }
 
