@@ -5,8 +5,10 @@
 #include "cache_key.h"
 #include "file_io.h"
 #include "headers.h"
+#include "job_store.h"
 #include "reading.h"
 
+#include <functional>
 #include <utility>
 
 namespace torch_cudajit {
@@ -88,6 +90,27 @@ std::optional<Reference> deserialize_reference(const std::string& key, const std
   return ref;
 }
 
+// True when `c` holds `single`'s instantiation at `index`, with one probe per parameter; a
+// record of another build (other probes) compiles again silently.
+bool holds(const CompiledProgram& c, size_t index, const GeneratedSource& single) {
+  const size_t n = c.lowered_names.size();
+  return index < n && c.probes.size() == n && c.name_expressions.size() == n &&
+         c.name_expressions[index] == single.instantiations[0].kernel_expression &&
+         c.probes[index].size() == single.requests[0].key.size;
+}
+
+// The record stored as `payload` under `key` when it holds exactly the requests `which` (of
+// `singles`), at its indexes 0, 1, ...; nothing otherwise.
+std::optional<CompiledProgram> record_for(const std::string& key, const std::string& payload,
+                                          const std::vector<GeneratedSource>& singles,
+                                          const std::vector<size_t>& which) {
+  std::optional<CompiledProgram> c = deserialize_compiled(key, payload);
+  if (!c || c->lowered_names.size() != which.size()) return std::nullopt;
+  for (size_t j = 0; j < which.size(); ++j)
+    if (!holds(*c, j, singles[which[j]])) return std::nullopt;
+  return c;
+}
+
 // Records read during one compile_cached call, by key: the requests a batch record serves share
 // one program (and so, once loaded, one module).
 using LoadedRecords = std::vector<std::pair<std::string, std::shared_ptr<const CompiledProgram>>>;
@@ -120,28 +143,51 @@ std::optional<CompiledInstance> load_instance(DiskCache& cache, const std::strin
     program = std::make_shared<const CompiledProgram>(std::move(*c));
     loaded.emplace_back(record_key, program);
   }
-  // It must hold this very instantiation, with one probe per parameter; a record of another
-  // build (other probes) compiles again silently.
-  const CompiledProgram& c = *program;
-  const size_t n = c.lowered_names.size();
-  if (index >= n || c.probes.size() != n || c.name_expressions.size() != n ||
-      c.name_expressions[index] != single.instantiations[0].kernel_expression ||
-      c.probes[index].size() != single.requests[0].key.size)
-    return std::nullopt;
+  if (!holds(*program, index, single)) return std::nullopt;
   return CompiledInstance{std::move(program), index, CacheOutcome::kHit};
 }
 
 // Compiles requests as one program; every instance gets `outcome`.
 void compile_together(const Program& program, const std::vector<InstantiationRequest>& requests,
                       const std::vector<size_t>& which, const CompileOptions& options,
-                      CacheOutcome outcome, std::vector<CompiledInstance>& out,
-                      const Dependencies* deps = nullptr, std::string* batch_key = nullptr) {
+                      CacheOutcome outcome, std::vector<CompiledInstance>& out) {
   std::vector<InstantiationRequest> batch;
   for (size_t i : which) batch.push_back(requests[i]);
-  const GeneratedSource generated = program.generate(batch);
-  auto compiled = std::make_shared<const CompiledProgram>(program.compile(generated, options));
-  if (batch_key) *batch_key = compile_key(program, generated, options, *deps);
+  auto compiled = std::make_shared<const CompiledProgram>(program.compile(program.generate(batch), options));
   for (size_t j = 0; j < which.size(); ++j) out[which[j]] = {compiled, j, outcome};
+}
+
+// The record of `key` for the requests `which` (of `singles`, at indexes 0, 1, ... of the
+// record), compiled from `generated` once in the job (job_store.h): by this process, which
+// then stores it, or by another rank, whose checked record is stored here. Nothing is stored
+// when `store` says the files read changed meanwhile.
+std::shared_ptr<const CompiledProgram> compile_for_job(const Program& program,
+                                                       const GeneratedSource& generated,
+                                                       const std::string& key,
+                                                       const std::vector<GeneratedSource>& singles,
+                                                       const std::vector<size_t>& which,
+                                                       const CompileOptions& options,
+                                                       const std::function<bool()>& store) {
+  std::shared_ptr<const CompiledProgram> compiled;
+  std::string payload;
+  auto compile = [&] {
+    compiled = std::make_shared<const CompiledProgram>(program.compile(generated, options));
+    payload = serialize_compiled(key, *compiled);
+    return payload;
+  };
+  auto accept = [&](const std::string& received) {
+    std::optional<CompiledProgram> c = record_for(key, received, singles, which);
+    if (c) compiled = std::make_shared<const CompiledProgram>(std::move(*c));
+    return c.has_value();
+  };
+  if (std::optional<std::string> received =
+          detail::compile_in_job(key, "kernel(s) " + detail::kernel_names(generated.requests) +
+                                          " of '" + program.filename() + "'",
+                                 program, compile, accept))
+    payload = std::move(*received);
+  TORCH_INTERNAL_ASSERT(compiled, "a compile for the job returned no program");
+  if (store()) DiskCache::instance().store(key, payload);
+  return compiled;
 }
 
 }  // namespace
@@ -206,20 +252,31 @@ std::vector<CompiledInstance> compile_cached(const Program& program,
       out[i] = std::move(*hit);
       return out;
     }
-    auto compiled = std::make_shared<const CompiledProgram>(program.compile(singles[i], options));
-    if (still_exact()) cache.store(keys[i], serialize_compiled(keys[i], *compiled));
+    auto compiled = compile_for_job(program, singles[i], keys[i], singles, {i}, options, still_exact);
     cache.counters().misses++;
     out[i] = {std::move(compiled), 0, CacheOutcome::kMiss};
   } else if (!missing.empty()) {
     // One NVRTC program for all of them, stored once; each key refers into it.
-    std::string batch_key;
-    compile_together(program, requests, missing, options, CacheOutcome::kMiss, out, &deps,
-                     &batch_key);
+    std::vector<InstantiationRequest> batch;
+    for (size_t i : missing) batch.push_back(requests[i]);
+    const GeneratedSource generated = program.generate(batch);
+    const std::string batch_key = compile_key(program, generated, options, deps);
     TORCH_INTERNAL_ASSERT(!batch_key.empty(), "a batch of exact keys has an inexact key");
-    const bool store = still_exact();
-    if (store) cache.store(batch_key, serialize_compiled(batch_key, *out[missing[0]].compiled));
+    // As for one request: processes asking for the same batch together compile it once.
+    DiskCache::KeyLock lock = cache.lock(batch_key);
+    std::shared_ptr<const CompiledProgram> compiled;
+    if (std::optional<std::string> bytes = cache.load(batch_key))
+      if (std::optional<CompiledProgram> c = record_for(batch_key, *bytes, singles, missing))
+        compiled = std::make_shared<const CompiledProgram>(std::move(*c));
+    bool store = false;
+    if (!compiled) {
+      compiled = compile_for_job(program, generated, batch_key, singles, missing, options, [&] {
+        return store = still_exact();
+      });
+    }
     for (size_t j = 0; j < missing.size(); ++j) {
       if (store) cache.store(keys[missing[j]], serialize_reference(keys[missing[j]], batch_key, j));
+      out[missing[j]] = {compiled, j, CacheOutcome::kMiss};
       cache.counters().misses++;
     }
   }

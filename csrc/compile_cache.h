@@ -1,7 +1,8 @@
 // torch_cudajit: compiles a Program through the disk cache. A compile is stored as one record
 // (its PTX or CUBIN, lowered names, probes and log) under compile_key; the byte store
 // (cache.h) holds records as bytes and knows nothing of programs. A miss takes the key's lock,
-// so processes starting together compile each specialization once.
+// so processes starting together compile each specialization once; with a job store
+// (job_store.h), ranks that share no folder do too.
 #pragma once
 
 #include "program.h"
@@ -39,7 +40,9 @@ std::string serialize_reference(const std::string& key, const std::string& batch
 /// together as one NVRTC program (one header parse for all of them): one alone is stored as its
 /// own record, under its key's lock, so processes starting together compile it once; several
 /// are stored once as a batch under the batch's key, with a reference under each request's
-/// key, so a later process finds each alone. The cache is bypassed when `use_cache` is false,
+/// key, so a later process finds each alone; a batch too is compiled under its key's lock. With
+/// a job store, a miss is compiled once in the job (job_store.h: compile_in_job) and the
+/// record another rank published is stored here like this process's own. The cache is bypassed when `use_cache` is false,
 /// when it is disabled, or when its folder cannot be used. Returns one instance per request.
 std::vector<CompiledInstance> compile_cached(const Program& program,
                                              const std::vector<InstantiationRequest>& requests,

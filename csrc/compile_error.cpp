@@ -124,7 +124,8 @@ CompileError::CompileError(std::string kernel_name, std::string arch,
       arch_(std::move(arch)),
       options_(std::move(options)),
       log_(std::move(log)),
-      numbered_source_(number_lines(source)) {}
+      numbered_source_(number_lines(source)),
+      hint_(std::move(hint)) {}
 
 std::string number_lines(const std::string& source) {
   return detail::numbered_lines(source, 1, std::string::npos);

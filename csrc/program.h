@@ -34,11 +34,14 @@ class CompileError : public c10::Error {
   const std::vector<std::string>& options() const { return options_; }
   const std::string& log() const { return log_; }
   const std::string& numbered_source() const { return numbered_source_; }
+  /// The lines the message puts before the NVRTC options (what to check, which header is
+  /// missing); empty when there is nothing to add to the log.
+  const std::string& hint() const { return hint_; }
 
  private:
   std::string kernel_name_, arch_;
   std::vector<std::string> options_;
-  std::string log_, numbered_source_;
+  std::string log_, numbered_source_, hint_;
 };
 
 /// Options of one NVRTC compile.

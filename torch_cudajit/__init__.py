@@ -21,6 +21,7 @@ from ._launch import ForallPlan
 from ._jit import jit
 from ._prebuilt import PrebuiltKernel, load
 from . import cache
+from . import distributed
 from . import _fake  # noqa: F401  (fake implementations for torch.compile)
 _log._configure()
 

@@ -29,6 +29,10 @@ using torch_cudajit::python::convert_all;
 using torch_cudajit::python::get_or_compile;
 using torch_cudajit::python::key_of;
 
+namespace torch_cudajit::python {
+void bind_job_store(py::module_& m);  // job_store.cpp
+}  // namespace torch_cudajit::python
+
 namespace {
 
 PyObject* g_compile_error = nullptr;
@@ -504,4 +508,5 @@ PYBIND11_MODULE(_C, m) {
   torch_cudajit::python::bind_definitions(m);
   torch_cudajit::python::bind_launchers(m);
   torch_cudajit::python::bind_op_launcher(m);
+  torch_cudajit::python::bind_job_store(m);
 }
