@@ -8,6 +8,11 @@ Run (on the GPU machine; without a GPU the GPU benchmarks are listed as not run)
     python benchmarks/run_all.py --only cache,launch_overhead --output /tmp/RESULTS.md
     python benchmarks/run_all.py --deploy build/examples/deploy/torch_cudajit_deploy
                                  # adds the C++ launch floor: examples/deploy --bench
+    python benchmarks/run_all.py --only cluster --update
+                                 # reruns some, keeping the file's other sections
+
+Every section names the run it came from (date, machine, torch, commit), so a file updated
+section by section (CPU-only benchmarks on a CPU machine, say) stays truthful.
 
 Each benchmark runs in its own process (a crash or a timeout is recorded in its section, and the
 others still run). Earlier results live in the file's git history.
@@ -19,6 +24,7 @@ import ast
 import datetime
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -46,6 +52,7 @@ BENCHMARKS = [
     Benchmark("bandwidth", ("--plot", os.path.join(HERE, "bandwidth.png")),
               ("--quick", "--plot", os.path.join(HERE, "bandwidth.png"))),
     Benchmark("virtual_grid_probe"),
+    Benchmark("cluster", ("--markdown",), ("--markdown", "--ranks", "1,8,32"), gpu=False),
 ]
 
 
@@ -161,6 +168,33 @@ def run_deploy(binary: str, has_gpu: bool) -> str:
     return head + "\n".join(table) + "\n"
 
 
+def _run_line(rows: dict) -> str:
+    machine = rows["GPU, driver"] if rows["GPU, driver"] != "none" else "no GPU"
+    return (f"*Run {rows['date']} on {machine}, {rows['CPU']}; torch {rows['torch']}; "
+            f"commit {rows['commit']}.*")
+
+
+def _stamped(section: str, stamp: str) -> str:
+    """The section with the line naming its run below its heading."""
+    heading, rest = section.split("\n", 1)
+    return f"{heading}\n\n{stamp}\n{rest}"
+
+
+def _split_sections(text: str) -> tuple[str, dict]:
+    """A results file's header and its sections by benchmark name ('## name (...')."""
+    parts = re.split(r"(?m)^(?=## )", text)
+    sections = {p.split()[1]: p.rstrip("\n") + "\n" for p in parts[1:]}
+    return parts[0], sections
+
+
+def _ordered(sections: dict) -> list:
+    """Section names in the file's order: the benchmarks' order, the C++ floor after the launch
+    benchmarks, then any others the file held."""
+    order = [b.name for b in BENCHMARKS]
+    order.insert(2, "deploy")
+    return [n for n in order if n in sections] + [n for n in sections if n not in order]
+
+
 def main(argv=None) -> int:
     names = [b.name for b in BENCHMARKS]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -168,6 +202,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="the shorter variant where one exists")
     ap.add_argument("--output", default=os.path.join(HERE, "RESULTS.md"), help="the file to write")
     ap.add_argument("--deploy", default="", help="examples/deploy's built program: adds the C++ floor")
+    ap.add_argument("--update", action="store_true",
+                    help="replace only the sections run now in an existing --output file")
     args = ap.parse_args(argv)
     chosen = [n.strip() for n in args.only.split(",") if n.strip()] or names
     unknown = sorted(set(chosen) - set(names))
@@ -177,9 +213,19 @@ def main(argv=None) -> int:
 
     has_gpu = torch.cuda.is_available()
     rows = _versions()
-    sections = [run(b, args.quick, has_gpu) for b in BENCHMARKS if b.name in chosen]
+    stamp = _run_line(dict(rows))
+    sections = {b.name: run(b, args.quick, has_gpu) for b in BENCHMARKS if b.name in chosen}
     if args.deploy:
-        sections.insert(min(2, len(sections)), run_deploy(os.path.abspath(args.deploy), has_gpu))
+        sections["deploy"] = run_deploy(os.path.abspath(args.deploy), has_gpu)
+    sections = {name: _stamped(text, stamp) for name, text in sections.items()}
+    if args.update and os.path.exists(args.output):
+        with open(args.output, encoding="utf-8") as f:
+            header, kept = _split_sections(f.read())
+        kept.update(sections)
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(header + "\n".join(kept[name] for name in _ordered(kept)))
+        print(f"updated {', '.join(sections)} in {args.output}", file=sys.stderr)
+        return 0
     text = ["# Benchmark results", "",
             "The current figures of every benchmark, written by `python benchmarks/run_all.py"
             + (" --quick" if args.quick else "") + "` in one run. Each benchmark runs its peers and "
@@ -188,7 +234,7 @@ def main(argv=None) -> int:
             "are in this file's git history (`git log -p benchmarks/RESULTS.md`).", "",
             "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], ""]
     with open(args.output, "w", encoding="utf-8") as f:
-        f.write("\n".join(text) + "\n" + "\n".join(sections))
+        f.write("\n".join(text) + "\n" + "\n".join(sections[name] for name in _ordered(sections)))
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 

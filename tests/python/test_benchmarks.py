@@ -52,3 +52,20 @@ def test_writes_a_header_and_one_section_per_benchmark(tmp_path):
     assert "## launch_overhead (`python benchmarks/launch_overhead.py --markdown`)" in text
     assert "## op_overhead (`python benchmarks/op_overhead.py`)" in text
     assert text.count("Not run: this machine has no GPU.") == 2
+
+
+def test_update_replaces_only_the_sections_run_now(tmp_path, monkeypatch):
+    out = tmp_path / "RESULTS.md"
+    out.write_text("# Benchmark results\n\nheader\n\n"
+                   "## launch_overhead (`x`)\n\n*Run old.*\n\nold launch table\n\n"
+                   "## cluster (`y`)\n\n*Run old.*\n\nold cluster table\n")
+    monkeypatch.setitem(RUN_ALL.main.__globals__, "run",
+                        lambda bench, quick, has_gpu: f"## {bench.name} (`cmd`)\n\nnew {bench.name} table\n")
+    assert RUN_ALL.main(["--only", "cluster,nvrtc_scaling", "--update", "--output", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("# Benchmark results\n\nheader\n")
+    assert "old launch table" in text and "old cluster table" not in text
+    assert "new cluster table" in text and "new nvrtc_scaling table" in text
+    # The benchmarks' order, whatever order the file or the run had.
+    assert text.index("## launch_overhead") < text.index("## nvrtc_scaling") < text.index("## cluster")
+    assert text.count("*Run ") == 3 and "commit" in text.split("## cluster")[1]
