@@ -209,8 +209,8 @@ std::vector<ArchiveMember> decode_archive(const std::string& bytes, const std::s
            "then .cj, .cjr or .cjm)");
     if (!names.insert(m.name).second) fail("holds " + which + " twice");
     if (kind != record_kind(m.name))
-      fail("lists " + which + " as a '" + utf8_text(kind) + "', but its name is a " +
-           record_kind(m.name) + "'s");
+      fail("lists " + which + " as kind '" + utf8_text(kind) + "', but its name makes it " +
+           (record_kind(m.name) == "entry" ? "an " : "a ") + record_kind(m.name));
     if (sha256_hex(m.bytes) != digest)
       fail("has a " + which + " whose bytes do not match their SHA-256 in the archive's list");
     std::optional<std::string> record = unframe_record(m.bytes, &problem);
