@@ -191,8 +191,7 @@ std::optional<std::string> detail::unframe_bytes(const char* magic, uint32_t for
     r.u(4);
     const uint64_t length = r.u(8);
     if (version != format_version) {
-      why = "has another cache format version (" + std::to_string(version) +
-            "; this build reads " + std::to_string(format_version) + ")";
+      why = "has another cache format version";
     } else if (length != data.size() - kHeaderSize) {
       why = "is truncated";
     } else {

@@ -205,7 +205,7 @@ def damaged_archives(cache_dir):
         ("truncated", data[: len(data) // 2], r"'\S+' is truncated; nothing was imported"),
         ("not an archive", body, r"is truncated or not a torch_cudajit cache archive"),
         ("other version", build_archive([], version=7),
-         r"has another cache format version \(7; this build reads 1\)"),
+         r"has another cache format version; nothing was imported"),
         ("other tag", build_archive([], tag=b"something else"), "does not start with the archive tag"),
         ("parent folder", build_archive([("../x", "entry", None, body)]),
          r"has a member 1 \('\.\./x'\) whose name is not a cache record's \(64 lowercase hex "
