@@ -356,6 +356,9 @@ def test_readonly_folder_without_a_writable_folder(image_folder, tmp_path):
     info = cli("cache", "info", env=env).stdout
     assert "usable:    no (TORCH_CUDAJIT_CACHE=readonly)" in info
     assert f"read-only: {image_folder} (usable; 6 entries" in info
+    info = cli("info", env=env).stdout
+    assert f"{writable} (not used (TORCH_CUDAJIT_CACHE=readonly))" in info
+    assert f"read-only:     {image_folder} (usable)" in info
 
 
 def test_damaged_readonly_record_compiles_into_the_writable_folder(image_folder, cache_dir):
