@@ -224,7 +224,7 @@ TEST(CacheArchive, ImportRefusesEachDamage) {
   struct Case {
     const char* name;
     std::string bytes;
-    const char* message;
+    std::string message;
   };
   const std::vector<Case> cases = {
       {"flipped byte", flipped, "'x.cjar' is corrupted (its checksum does not match)"},
