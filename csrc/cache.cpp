@@ -479,23 +479,22 @@ void DiskCache::store_manifest(const std::string& key, const std::string& record
   store_record(key, record, kManifestSuffix);
 }
 
-std::string detail::write_record_file(const std::string& dir, const std::string& name,
-                                      const std::string& data) {
+std::string detail::write_file_atomically(const std::string& dir, const std::string& name,
+                                          const std::string& data, mode_t mode) {
   static thread_local std::mt19937_64 rng(std::random_device{}() ^
                                           (uint64_t(::getpid()) << 32));
-  const std::string key = name.substr(0, name.find('.'));
-  const std::string tmp = dir + "/." + key + "." + std::to_string(::getpid()) + "." +
-                          std::to_string(rng()) + kTempSuffix;
+  const std::string tmp = dir + "/." + name.substr(0, name.find('.')) + "." +
+                          std::to_string(::getpid()) + "." + std::to_string(rng()) + kTempSuffix;
   {
-    Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
     if (f.fd < 0 || !write_all(f.fd, data.data(), data.size())) {
-      std::string error = "cannot write to the cache folder '" + dir + "' (" + errno_text() + ")";
+      std::string error = errno_text();
       ::unlink(tmp.c_str());
       return error;
     }
   }
   if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) {
-    std::string error = "cannot rename a cache file in '" + dir + "' (" + errno_text() + ")";
+    std::string error = errno_text();
     ::unlink(tmp.c_str());
     return error;
   }
@@ -504,9 +503,10 @@ std::string detail::write_record_file(const std::string& dir, const std::string&
 
 bool DiskCache::store_file(const std::string& dir, const std::string& key,
                            const std::string& payload, const char* suffix) {
-  const std::string error = detail::write_record_file(dir, key + suffix, frame_record(payload));
+  const std::string error = detail::write_file_atomically(dir, key + suffix, frame_record(payload));
   if (error.empty()) return true;
-  warn_once(error + "; compiled kernels are not saved.");
+  warn_once("cannot write to the cache folder '" + dir + "' (" + error +
+            "); compiled kernels are not saved.");
   return false;
 }
 

@@ -8,6 +8,8 @@
 // after the writable folder; they are never written, locked, touched or evicted.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -80,10 +82,11 @@ bool is_record_name(const std::string& name);
 /// what is wrong ("the cache folder '...' can be written by other users (mode 0777)"); `fix`
 /// then says what to do.
 std::string prepare_writable_folder(const std::string& dir, std::string* fix);
-/// Writes a record file's bytes (already framed) to <dir>/<name> atomically, mode 0600, through
-/// a temporary file and a rename. "" on success, else what failed.
-std::string write_record_file(const std::string& dir, const std::string& name,
-                              const std::string& bytes);
+/// Writes `bytes` to <dir>/<name> atomically, with `mode`: a temporary file in `dir` (named as
+/// the cache names them: .<name up to its first dot>.<pid>.<n>.tmp), then a rename. "" on
+/// success, else the system's reason (strerror).
+std::string write_file_atomically(const std::string& dir, const std::string& name,
+                                  const std::string& bytes, mode_t mode = 0600);
 }  // namespace detail
 
 /// The process-wide disk cache.

@@ -12,16 +12,11 @@
 #include <c10/util/Exception.h>
 
 #include <cxxabi.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <optional>
-#include <random>
 #include <set>
 
 namespace torch_cudajit {
@@ -114,26 +109,6 @@ bool names_any(const std::vector<std::string>& wanted, const std::vector<std::st
         any = true;
       }
   return any;
-}
-
-// Writes `data` to `path` through a temporary file in its folder and a rename; "" on success.
-std::string write_atomically(const std::string& path, const std::string& data) {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^ (uint64_t(::getpid()) << 32));
-  const std::string tmp = path + "." + std::to_string(::getpid()) + "." + std::to_string(rng()) + ".tmp";
-  {
-    detail::Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (f.fd < 0 || !detail::write_all(f.fd, data.data(), data.size())) {
-      std::string error = detail::errno_text();
-      ::unlink(tmp.c_str());
-      return error;
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string error = detail::errno_text();
-    ::unlink(tmp.c_str());
-    return error;
-  }
-  return "";
 }
 
 void count_member(ArchiveSummary& s, const std::string& name) {
@@ -306,7 +281,12 @@ ArchiveSummary export_cache_archive(const std::string& path,
   summary.kernels.assign(names.begin(), names.end());
   const std::string data = encode_archive(members);
   summary.bytes = static_cast<int64_t>(data.size());
-  const std::string error = write_atomically(path, data);
+  const size_t slash = path.rfind('/');
+  const std::string error =
+      slash == std::string::npos
+          ? detail::write_file_atomically(".", path, data, 0644)
+          : detail::write_file_atomically(path.substr(0, std::max<size_t>(slash, 1)),
+                                          path.substr(slash + 1), data, 0644);
   TORCH_CHECK_VALUE(error.empty(), "torch_cudajit: cannot write the cache archive '", path, "' (",
                     error, "). Choose a path in a folder you can write.");
   return summary;
@@ -337,9 +317,9 @@ ArchiveSummary import_cache_archive(const std::string& path, const std::string& 
                     "write (--dir DIR, or dir=), or one that does not exist yet.");
   size_t written = 0;
   for (const ArchiveMember& m : members) {
-    const std::string error = detail::write_record_file(summary.dir, m.name, m.bytes);
+    const std::string error = detail::write_file_atomically(summary.dir, m.name, m.bytes);
     TORCH_CHECK_VALUE(error.empty(), "torch_cudajit: cannot import the cache archive '", path,
-                      "': ", error, "; ", written, " of ", members.size(), " records were "
+                      "': cannot write to '", summary.dir, "' (", error, "); ", written, " of ", members.size(), " records were "
                       "written (each whole). Free space or fix the folder, then import again.");
     ++written;
     count_member(summary, m.name);

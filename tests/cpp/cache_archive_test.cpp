@@ -64,7 +64,7 @@ class LayeredCacheTest : public ::testing::Test {
     DiskCache::instance().configure({true, writable_, int64_t(1) << 30, {first_, second_}, writable});
   }
   static void put(const std::string& dir, const std::string& key, const std::string& payload) {
-    ASSERT_EQ(detail::write_record_file(dir, key + ".cj", frame_record(payload)), "");
+    ASSERT_EQ(detail::write_file_atomically(dir, key + ".cj", frame_record(payload)), "");
   }
 
   CacheSettings saved_;
