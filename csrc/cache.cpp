@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <unordered_set>
 
 namespace torch_cudajit {
 namespace {
@@ -103,6 +104,18 @@ bool env_disables(const char* value) {
   return v == "0" || v == "false" || v == "off" || v == "no";
 }
 
+std::string mode_text(mode_t mode) {
+  char m[8];
+  std::snprintf(m, sizeof(m), "%04o", static_cast<unsigned>(mode & 07777));
+  return m;
+}
+
+// Compiled code is loaded from these files: nobody but their owner may write them, and the owner
+// is this user, or root for a read-only folder (files built into an image).
+bool trusted_owner(const struct stat& st, bool readonly) {
+  return (st.st_uid == geteuid() || (readonly && st.st_uid == 0)) && (st.st_mode & 0022) == 0;
+}
+
 // --- folders ---------------------------------------------------------------------------------
 
 // Creates `dir` and its missing parents; the folders it creates get `mode`.
@@ -147,8 +160,17 @@ std::vector<DirEntry> list_dir(const std::string& dir) {
 // --- Record frames ---------------------------------------------------------------------------
 
 std::string frame_record(const std::string& payload) {
-  std::string data(kMagic, sizeof(kMagic));
-  put_u32(data, DiskCache::kFormatVersion);
+  return detail::frame_bytes(kMagic, DiskCache::kFormatVersion, payload);
+}
+
+std::optional<std::string> unframe_record(const std::string& data, std::string* problem) {
+  return detail::unframe_bytes(kMagic, DiskCache::kFormatVersion, "cache file", data, problem);
+}
+
+std::string detail::frame_bytes(const char* magic, uint32_t format_version,
+                                const std::string& payload) {
+  std::string data(magic, sizeof(kMagic));
+  put_u32(data, format_version);
   put_u32(data, 0);
   put_u64(data, payload.size());
   auto digest = Sha256().update(payload).digest();
@@ -157,16 +179,18 @@ std::string frame_record(const std::string& payload) {
   return data;
 }
 
-std::optional<std::string> unframe_record(const std::string& data, std::string* problem) {
-  const char* why = nullptr;
-  if (data.size() < kHeaderSize || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
-    why = "is truncated or not a torch_cudajit cache file";
+std::optional<std::string> detail::unframe_bytes(const char* magic, uint32_t format_version,
+                                                 const char* what, const std::string& data,
+                                                 std::string* problem) {
+  std::string why;
+  if (data.size() < kHeaderSize || std::memcmp(data.data(), magic, sizeof(kMagic)) != 0) {
+    why = std::string("is truncated or not a torch_cudajit ") + what;
   } else {
     ByteReader r{data, sizeof(kMagic)};
     const uint64_t version = r.u(4);
     r.u(4);
     const uint64_t length = r.u(8);
-    if (version != DiskCache::kFormatVersion) {
+    if (version != format_version) {
       why = "has another cache format version";
     } else if (length != data.size() - kHeaderSize) {
       why = "is truncated";
@@ -192,7 +216,12 @@ DiskCache::DiskCache() { reset_from_environment(); }
 
 void DiskCache::reset_from_environment() {
   CacheSettings s;
-  if (const char* v = std::getenv("TORCH_CUDAJIT_CACHE")) s.enabled = !env_disables(v);
+  if (const char* v = std::getenv("TORCH_CUDAJIT_CACHE")) {
+    std::string mode(v);
+    for (auto& c : mode) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    s.enabled = !env_disables(v);
+    s.writable = mode != "readonly";
+  }
   if (const char* v = std::getenv("TORCH_CUDAJIT_CACHE_DIR"); v && *v) {
     s.dir = v;
   } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
@@ -209,6 +238,14 @@ void DiskCache::reset_from_environment() {
     else if (b > 0)
       s.max_bytes = b;
   }
+  if (const char* v = std::getenv("TORCH_CUDAJIT_CACHE_READONLY_DIRS"); v && *v) {
+    std::string list(v);
+    for (size_t from = 0; from <= list.size();) {
+      const size_t to = std::min(list.find(':', from), list.size());
+      if (to > from) s.readonly_dirs.push_back(list.substr(from, to - from));
+      from = to + 1;
+    }
+  }
   configure(s);
 }
 
@@ -222,6 +259,7 @@ void DiskCache::configure(const CacheSettings& s) {
   settings_ = s;
   if (settings_.max_bytes <= 0) settings_.max_bytes = kDefaultMaxBytes;
   checked_dir_.clear();
+  checked_readonly_.reset();
 }
 
 void DiskCache::warn_once(const std::string& what) {
@@ -234,43 +272,87 @@ void DiskCache::warn_once(const std::string& what) {
   TORCH_WARN("torch_cudajit cache: ", detail::utf8_text(what));
 }
 
-std::string DiskCache::usable_dir() {
-  std::string dir;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!settings_.enabled) return "";
-    if (!checked_dir_.empty()) return checked_dir_;
-    dir = settings_.dir;
-  }
+std::string detail::prepare_writable_folder(const std::string& dir, std::string* fix) {
   if (!make_dirs(dir, 0700)) {
-    warn_once("cannot create the cache folder '" + dir + "' (" + errno_text() +
-              "); kernels compile without the disk cache. Set TORCH_CUDAJIT_CACHE_DIR to a "
-              "writable folder.");
-    return "";
+    *fix = "Set TORCH_CUDAJIT_CACHE_DIR to a writable folder.";
+    return "cannot create the cache folder '" + dir + "' (" + errno_text() + ")";
   }
   struct stat st;
   if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-    warn_once("the cache folder '" + dir + "' is not a folder owned by this user (uid " +
-              std::to_string(geteuid()) + "); kernels compile without the disk cache. Set "
-              "TORCH_CUDAJIT_CACHE_DIR to a folder of your own.");
-    return "";
+    *fix = "Set TORCH_CUDAJIT_CACHE_DIR to a folder of your own.";
+    return "the cache folder '" + dir + "' is not a folder owned by this user (uid " +
+           std::to_string(geteuid()) + ")";
   }
   // Compiled code is loaded from here: nobody else may write into the folder. Folders the cache
   // creates are 0700; an existing folder is never chmod'ed (it may be /tmp, or shared on
   // purpose), and one that others can write is not used.
   if ((st.st_mode & 0022) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    warn_once("the cache folder '" + dir + "' can be written by other users (mode " + mode +
-              "), and compiled code is loaded from it; kernels compile without the disk cache. "
-              "Set TORCH_CUDAJIT_CACHE_DIR to a folder only you can write (mode 0700 or 0755), "
-              "or one that does not exist yet (it is created with mode 0700).");
+    *fix = "Set TORCH_CUDAJIT_CACHE_DIR to a folder only you can write (mode 0700 or 0755), or "
+           "one that does not exist yet (it is created with mode 0700).";
+    return "the cache folder '" + dir + "' can be written by other users (mode " +
+           mode_text(st.st_mode) + "), and compiled code is loaded from it";
+  }
+  return "";
+}
+
+std::string DiskCache::usable_dir() {
+  std::string dir;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!settings_.enabled || !settings_.writable) return "";
+    if (!checked_dir_.empty()) return checked_dir_;
+    dir = settings_.dir;
+  }
+  std::string fix;
+  if (std::string problem = detail::prepare_writable_folder(dir, &fix); !problem.empty()) {
+    warn_once(problem + "; kernels compile without the disk cache. " + fix);
     return "";
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (settings_.dir == dir) checked_dir_ = dir;
   return dir;
 }
+
+namespace {
+// Why a read-only folder's records cannot be trusted ("" when they can): it must be a folder
+// (links followed) of this user's or root's that neither group nor others can write.
+std::string readonly_folder_problem(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return "cannot be read (" + errno_text() + ")";
+  if (!S_ISDIR(st.st_mode)) return "is not a folder";
+  if (!trusted_owner(st, /*readonly=*/true))
+    return "is owned by uid " + std::to_string(st.st_uid) + " with mode " + mode_text(st.st_mode);
+  return "";
+}
+
+std::string readonly_trust_rule() {
+  return "read-only cache folders and their files must be owned by this user (uid " +
+         std::to_string(geteuid()) + ") or by root, and writable by neither group nor others";
+}
+}  // namespace
+
+std::vector<std::string> DiskCache::usable_readonly_dirs() {
+  std::vector<std::string> dirs;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!settings_.enabled) return {};
+    if (checked_readonly_) return *checked_readonly_;
+    dirs = settings_.readonly_dirs;
+  }
+  std::vector<std::string> usable;
+  for (const std::string& dir : dirs) {
+    if (std::string problem = readonly_folder_problem(dir); !problem.empty())
+      warn_once("the read-only cache folder '" + dir + "' " + problem + "; it is not used (" +
+                readonly_trust_rule() + ").");
+    else
+      usable.push_back(dir);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (settings_.readonly_dirs == dirs) checked_readonly_ = usable;
+  return usable;
+}
+
+bool DiskCache::usable() { return can_store() || !usable_readonly_dirs().empty(); }
 
 std::string DiskCache::entry_path(const std::string& dir, const std::string& key,
                                   const char* suffix) const {
@@ -289,51 +371,104 @@ std::optional<std::string> DiskCache::load_manifest(const std::string& key) {
   return load_file(key, kManifestSuffix);
 }
 
+namespace {
+// Where this thread's last load found its record, so that a record its caller then refuses
+// (reject, reject_reflection) is named by the file it came from.
+struct LoadedFrom {
+  std::string path;
+  bool readonly = false;
+};
+thread_local LoadedFrom last_loaded;
+}  // namespace
+
 std::optional<std::string> DiskCache::load_file(const std::string& key, const char* suffix) {
-  const std::string dir = usable_dir();
-  if (dir.empty()) return std::nullopt;
-  const std::string path = entry_path(dir, key, suffix);
+  if (const std::string dir = usable_dir(); !dir.empty()) {
+    const std::string path = entry_path(dir, key, suffix);
+    if (std::optional<std::string> payload = read_record(path, false, /*touch=*/true)) {
+      last_loaded = {path, false};
+      return payload;
+    }
+  }
+  for (const std::string& dir : usable_readonly_dirs()) {
+    const std::string path = entry_path(dir, key, suffix);
+    if (std::optional<std::string> payload = read_record(path, true, /*touch=*/false)) {
+      last_loaded = {path, true};
+      return payload;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> DiskCache::read_record(const std::string& path, bool readonly,
+                                                  bool touch, std::string* bytes) {
   Fd f(open_nonblocking(path, O_RDONLY | O_NOFOLLOW));
-  if (f.fd < 0) return std::nullopt;  // the usual miss
+  if (f.fd < 0) {
+    // A file built into an image as another user's, unreadable here, would miss silently.
+    if (readonly && errno != ENOENT)
+      warn_once("cannot read '" + path + "' (" + errno_text() + "); the kernel is compiled " +
+                "again. Make the read-only folder's files readable (chmod -R a+rX,go-w FOLDER).");
+    return std::nullopt;  // the usual miss
+  }
   struct stat st;
   if (fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  if (st.st_uid != geteuid() || (st.st_mode & 0022) != 0) {
+  if (!trusted_owner(st, readonly)) {
     warn_once("ignoring '" + path + "': it is owned by uid " + std::to_string(st.st_uid) +
-              " with mode " + [&] {
-                char m[8];
-                std::snprintf(m, sizeof(m), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-                return std::string(m);
-              }() + "; only files of this user (uid " + std::to_string(geteuid()) +
-              ") that nobody else can write are loaded. The kernel is compiled again.");
+              " with mode " + mode_text(st.st_mode) + "; " +
+              (readonly ? readonly_trust_rule()
+                        : "only files of this user (uid " + std::to_string(geteuid()) +
+                              ") that nobody else can write are loaded") +
+              ". The kernel is compiled again.");
     return std::nullopt;
   }
   std::string data;
   std::string problem = "is truncated";
   if (read_all(f.fd, data, static_cast<size_t>(st.st_size))) {
     if (std::optional<std::string> payload = unframe_record(data, &problem)) {
-      futimens(f.fd, nullptr);  // the modification time orders eviction (LRU)
+      if (touch) futimens(f.fd, nullptr);  // the modification time orders eviction (LRU)
+      if (bytes) *bytes = std::move(data);
       return payload;
     }
   }
-  reject_file(path, problem);
+  reject_file(path, problem, readonly);
   return std::nullopt;
 }
 
 void DiskCache::reject(const std::string& key, const std::string& problem) {
+  const std::string name = "/" + key + kEntrySuffix;
+  const LoadedFrom& from = last_loaded;
+  if (from.path.size() >= name.size() &&
+      from.path.compare(from.path.size() - name.size(), name.size(), name) == 0) {
+    reject_file(from.path, problem, from.readonly);
+    return;
+  }
   const std::string dir = usable_dir();
-  if (!dir.empty()) reject_file(entry_path(dir, key, kEntrySuffix), problem);
+  if (!dir.empty()) reject_file(entry_path(dir, key, kEntrySuffix), problem, false);
 }
 
 void DiskCache::reject_reflection(const std::string& key, const std::string& problem) {
+  const std::string name = "/" + key + kReflectionSuffix;
+  const LoadedFrom& from = last_loaded;
+  if (from.readonly && from.path.size() >= name.size() &&
+      from.path.compare(from.path.size() - name.size(), name.size(), name) == 0) {
+    warn_once("ignoring '" + from.path + "' (" + problem + "). The source is read again; the "
+              "record cannot be replaced in a read-only cache folder.");
+    return;
+  }
   const std::string dir = usable_dir();
   if (!dir.empty())
     warn_once("ignoring '" + entry_path(dir, key, kReflectionSuffix) + "' (" + problem +
               "). The source is read again and the record replaced.");
 }
 
-void DiskCache::reject_file(const std::string& path, const std::string& problem) {
-  warn_once("ignoring '" + path + "': the file " + problem + ". The kernel is compiled again " +
-            "and the file replaced.");
+void DiskCache::reject_file(const std::string& path, const std::string& problem, bool readonly) {
+  if (readonly)
+    warn_once("ignoring '" + path + "': the file " + problem + ". It cannot be replaced in a " +
+              "read-only cache folder: the kernel is compiled again (and stored in the writable " +
+              "cache folder, if there is one); rebuild the read-only folder (python -m " +
+              "torch_cudajit cache import) to repair it.");
+  else
+    warn_once("ignoring '" + path + "': the file " + problem + ". The kernel is compiled again " +
+              "and the file replaced.");
 }
 
 void DiskCache::store_reflection(const std::string& key, const std::string& record) {
@@ -344,29 +479,35 @@ void DiskCache::store_manifest(const std::string& key, const std::string& record
   store_record(key, record, kManifestSuffix);
 }
 
-bool DiskCache::store_file(const std::string& dir, const std::string& key,
-                           const std::string& payload, const char* suffix) {
-  const std::string data = frame_record(payload);
-
+std::string detail::write_file_atomically(const std::string& dir, const std::string& name,
+                                          const std::string& data, mode_t mode) {
   static thread_local std::mt19937_64 rng(std::random_device{}() ^
                                           (uint64_t(::getpid()) << 32));
-  const std::string tmp = dir + "/." + key + "." + std::to_string(::getpid()) + "." +
-                          std::to_string(rng()) + kTempSuffix;
+  const std::string tmp = dir + "/." + name.substr(0, name.find('.')) + "." +
+                          std::to_string(::getpid()) + "." + std::to_string(rng()) + kTempSuffix;
   {
-    Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
     if (f.fd < 0 || !write_all(f.fd, data.data(), data.size())) {
-      warn_once("cannot write to the cache folder '" + dir + "' (" + errno_text() +
-                "); compiled kernels are not saved.");
+      std::string error = errno_text();
       ::unlink(tmp.c_str());
-      return false;
+      return error;
     }
   }
-  if (::rename(tmp.c_str(), entry_path(dir, key, suffix).c_str()) != 0) {
-    warn_once("cannot rename a cache file in '" + dir + "' (" + errno_text() + ").");
+  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) {
+    std::string error = errno_text();
     ::unlink(tmp.c_str());
-    return false;
+    return error;
   }
-  return true;
+  return "";
+}
+
+bool DiskCache::store_file(const std::string& dir, const std::string& key,
+                           const std::string& payload, const char* suffix) {
+  const std::string error = detail::write_file_atomically(dir, key + suffix, frame_record(payload));
+  if (error.empty()) return true;
+  warn_once("cannot write to the cache folder '" + dir + "' (" + error +
+            "); compiled kernels are not saved.");
+  return false;
 }
 
 void DiskCache::store(const std::string& key, const std::string& payload) {
@@ -422,6 +563,54 @@ CacheInfo DiskCache::info() {
     }
   return out;
 }
+
+std::vector<CacheInfo> DiskCache::readonly_info() {
+  const CacheSettings s = settings();
+  const std::vector<std::string> usable = usable_readonly_dirs();
+  std::vector<CacheInfo> out;
+  for (const std::string& dir : s.readonly_dirs) {
+    CacheInfo i;
+    i.dir = dir;
+    i.enabled = s.enabled;
+    if (std::find(usable.begin(), usable.end(), dir) == usable.end())
+      i.problem = s.enabled ? readonly_folder_problem(dir) : "the cache is disabled";
+    for (const auto& e : list_dir(dir))
+      if (is_record(e.name)) {
+        i.entries += is_cache_file(e.name, kEntrySuffix) ? 1 : 0;
+        i.bytes += e.size;
+      }
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+std::vector<StoredRecord> DiskCache::records() {
+  std::vector<std::pair<std::string, bool>> folders;
+  if (const std::string dir = usable_dir(); !dir.empty()) folders.emplace_back(dir, false);
+  for (const std::string& dir : usable_readonly_dirs()) folders.emplace_back(dir, true);
+  std::vector<StoredRecord> out;
+  std::unordered_set<std::string> seen;
+  for (const auto& [dir, readonly] : folders) {
+    std::vector<DirEntry> files = list_dir(dir);
+    std::sort(files.begin(), files.end(),
+              [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+    for (const DirEntry& e : files) {
+      if (!is_record(e.name) || seen.count(e.name) != 0) continue;
+      StoredRecord r;
+      std::optional<std::string> payload = read_record(e.path, readonly, /*touch=*/false, &r.bytes);
+      if (!payload) continue;
+      seen.insert(e.name);
+      r.name = e.name;
+      r.path = e.path;
+      r.payload = std::move(*payload);
+      r.readonly = readonly;
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+bool detail::is_record_name(const std::string& name) { return is_record(name); }
 
 namespace {
 // clear and prune delete files: only in a folder of this user's, and only files named as this

@@ -4,8 +4,11 @@
 // takes a per-key file lock (flock, released by the kernel if the holder dies) so that
 // processes starting together compile each specialization once. Files are written atomically
 // (temporary file + rename), carry a hash of their own contents, and are only loaded when owned
-// by the current user.
+// by the current user. Read-only folders (records built ahead of time into an image) are searched
+// after the writable folder; they are never written, locked, touched or evicted.
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -18,12 +21,18 @@
 namespace torch_cudajit {
 
 /// Where and whether the disk cache is used. Read from the environment on first use:
-/// TORCH_CUDAJIT_CACHE (0 disables), TORCH_CUDAJIT_CACHE_DIR (else $XDG_CACHE_HOME/torch_cudajit,
-/// else ~/.cache/torch_cudajit) and TORCH_CUDAJIT_CACHE_MAX_BYTES (0 or unset: 4 GiB).
+/// TORCH_CUDAJIT_CACHE (0 disables, "readonly" uses the read-only folders alone),
+/// TORCH_CUDAJIT_CACHE_DIR (else $XDG_CACHE_HOME/torch_cudajit, else ~/.cache/torch_cudajit),
+/// TORCH_CUDAJIT_CACHE_MAX_BYTES (0 or unset: 4 GiB) and TORCH_CUDAJIT_CACHE_READONLY_DIRS
+/// (folders separated by ':').
 struct CacheSettings {
   bool enabled = true;
   std::string dir;
   int64_t max_bytes = 0;
+  /// Folders of records built ahead of time, searched after `dir` in this order and only read.
+  std::vector<std::string> readonly_dirs;
+  /// False: `dir` is neither read nor written; loads come from `readonly_dirs` alone.
+  bool writable = true;
 };
 
 /// Totals of one cache scan (`info`, `clear`, `prune`).
@@ -34,6 +43,16 @@ struct CacheInfo {
   int64_t bytes = 0;
   int64_t max_bytes = 0;
   int64_t removed = 0;  ///< entries (or stray files) removed by clear/prune
+  std::string problem;  ///< why a read-only folder is not used ("" when it is)
+};
+
+/// One record file as a load would find it (`DiskCache::records`).
+struct StoredRecord {
+  std::string name;     ///< <key>.cj, <key>.cjr or <key>.cjm
+  std::string path;
+  std::string bytes;    ///< the whole file, as frame_record wrote it
+  std::string payload;  ///< what unframe_record returned
+  bool readonly = false;
 };
 
 /// Disk hits and misses of this process, or of one kernel.
@@ -48,6 +67,27 @@ std::string frame_record(const std::string& payload);
 /// The payload of a cache file's bytes, or nothing when they are not one whole record of this
 /// format; `problem` then says why ("is corrupted (its checksum does not match)", ...).
 std::optional<std::string> unframe_record(const std::string& bytes, std::string* problem);
+
+namespace detail {
+/// frame_record with another 8-byte magic and version: the outer frame of other files made of
+/// records (cache archives, cache_archive.h).
+std::string frame_bytes(const char* magic, uint32_t version, const std::string& payload);
+/// unframe_record of frame_bytes; `what` names the kind of file in `problem` ("cache file").
+std::optional<std::string> unframe_bytes(const char* magic, uint32_t version, const char* what,
+                                         const std::string& bytes, std::string* problem);
+/// True for the name of a record file: 64 lowercase hex digits, then .cj, .cjr or .cjm.
+bool is_record_name(const std::string& name);
+/// Prepares a folder records are written to: creates it (mode 0700) when missing, then checks
+/// that it is a folder of this user's that nobody else can write. "" when it can be used, else
+/// what is wrong ("the cache folder '...' can be written by other users (mode 0777)"); `fix`
+/// then says what to do.
+std::string prepare_writable_folder(const std::string& dir, std::string* fix);
+/// Writes `bytes` to <dir>/<name> atomically, with `mode`: a temporary file in `dir` (named as
+/// the cache names them: .<name up to its first dot>.<pid>.<n>.tmp), then a rename. "" on
+/// success, else the system's reason (strerror).
+std::string write_file_atomically(const std::string& dir, const std::string& name,
+                                  const std::string& bytes, mode_t mode = 0600);
+}  // namespace detail
 
 /// The process-wide disk cache.
 class DiskCache {
@@ -113,8 +153,17 @@ class DiskCache {
   /// `keep_newest` keeps the most recent entry even when it alone is over the bound.
   CacheInfo prune(int64_t max_bytes = -1, bool keep_newest = false);
 
-  /// True when the cache is enabled and its folder can be used.
-  bool usable() { return !usable_dir().empty(); }
+  /// True when the cache is enabled and a folder can be used: the writable one, or a read-only
+  /// one.
+  bool usable();
+  /// True when records can be stored: the cache is enabled and writable and its folder usable.
+  bool can_store() { return !usable_dir().empty(); }
+  /// One entry per configured read-only folder: its entries and bytes, or why it is not used.
+  std::vector<CacheInfo> readonly_info();
+  /// Every record a load could return, each name once, from the first folder that holds a
+  /// usable file of that name (the writable folder, then the read-only ones). Damaged or
+  /// untrusted files are left out with one warning. Nothing is touched.
+  std::vector<StoredRecord> records();
 
   /// Counters of this process.
   CacheCounters& counters() { return counters_; }
@@ -124,8 +173,15 @@ class DiskCache {
   /// The entry folder, created with mode 0700 if missing; "" when it cannot be used (with one
   /// warning saying why).
   std::string usable_dir();
+  /// The read-only folders that can be used (checked once per configure; each refused folder
+  /// warns once).
+  std::vector<std::string> usable_readonly_dirs();
   std::string entry_path(const std::string& dir, const std::string& key, const char* suffix) const;
   std::optional<std::string> load_file(const std::string& key, const char* suffix);
+  /// The payload of the record file at `path` when it is trusted and whole (else one warning);
+  /// a file of the writable folder gets its modification time renewed when `touch`.
+  std::optional<std::string> read_record(const std::string& path, bool readonly, bool touch,
+                                         std::string* bytes = nullptr);
   /// Writes a record of any kind, then evicts over the bound.
   void store_record(const std::string& key, const std::string& record, const char* suffix);
   /// Writes the file of a record; false when it could not be written (with one warning).
@@ -134,8 +190,9 @@ class DiskCache {
 
   mutable std::mutex mutex_;
   CacheSettings settings_;
-  void reject_file(const std::string& path, const std::string& problem);
+  void reject_file(const std::string& path, const std::string& problem, bool readonly);
   std::string checked_dir_;  ///< the folder usable_dir last approved
+  std::optional<std::vector<std::string>> checked_readonly_;  ///< usable_readonly_dirs' answer
   std::vector<std::string> warned_;
   CacheCounters counters_;
 };

@@ -1,5 +1,12 @@
 """Command line: ``python -m torch_cudajit info``, ``--version``, and
-``python -m torch_cudajit cache info|clear|prune [--max-bytes N]``."""
+
+- ``python -m torch_cudajit cache info|clear|prune [--max-bytes N]``: the cache folder;
+- ``python -m torch_cudajit cache export FILE [--kernel NAME ...]``: the cache's records (all, or
+  those of the named kernels) in one checksummed archive file;
+- ``python -m torch_cudajit cache import FILE [--dir DIR]``: an archive's records, all checked
+  first, into the cache folder or DIR (for instance a read-only folder baked into an image and
+  named in ``TORCH_CUDAJIT_CACHE_READONLY_DIRS``).
+"""
 from __future__ import annotations
 
 import argparse
@@ -69,8 +76,11 @@ def _info() -> None:
     settings = _C.cache_settings()
     problem = _cache_problem()
     state = ("disabled (TORCH_CUDAJIT_CACHE=0)" if not settings["enabled"]
+             else "not used (TORCH_CUDAJIT_CACHE=readonly)" if not settings["writable"]
              else "not usable: " + problem if problem else "usable")
     row("cache", f"{settings['dir']} ({state})")
+    for d in _C.cache_readonly_info():
+        row("read-only", f"{d['dir']} ({'not used: ' + d['problem'] if d['problem'] else 'usable'})")
 
 
 def _cache_problem() -> str:
@@ -80,7 +90,7 @@ def _cache_problem() -> str:
 
     from ._loader import _C
 
-    if not _C.cache_settings()["enabled"]:
+    if not _C.cache_settings()["enabled"] or not _C.cache_settings()["writable"]:
         return ""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -103,6 +113,25 @@ def main(argv=None) -> int:
     prune = actions.add_parser("prune", help="remove stale files and evict down to a size")
     prune.add_argument("--max-bytes", type=_size, default=None,
                        help="size to evict down to (default: TORCH_CUDAJIT_CACHE_MAX_BYTES or 4G)")
+    export = actions.add_parser(
+        "export", help="write the cache's records to one checksummed archive file",
+        description="Writes the records the cache would load (the cache folder, then the "
+                    "read-only folders) to FILE. With --kernel, only what the named kernels need "
+                    "to be found without compiling: their compiled entries, the batch records "
+                    "those refer to, and the reflection records and manifests of their sources. "
+                    "A kernel is named as declared, with or without its namespaces.")
+    export.add_argument("file", metavar="FILE", help="the archive to write")
+    export.add_argument("--kernel", metavar="NAME", action="append", default=[],
+                        help="export only this kernel's records (repeatable)")
+    imp = actions.add_parser(
+        "import", help="check an archive, then write its records into a cache folder",
+        description="Checks all of FILE (its checksum, each record's name, kind, SHA-256 and "
+                    "contents) and, only when all of it is sound, writes its records atomically "
+                    "into the cache folder or DIR. Import into a folder at image build time and "
+                    "name it in TORCH_CUDAJIT_CACHE_READONLY_DIRS to ship a warm, read-only cache.")
+    imp.add_argument("file", metavar="FILE", help="an archive written by cache export")
+    imp.add_argument("--dir", metavar="DIR", default=None,
+                     help="the folder to import into (default: the cache folder)")
     args = parser.parse_args(argv)
     if args.version:
         from . import __version__
@@ -116,16 +145,34 @@ def main(argv=None) -> int:
 
     from . import cache as c
 
-    if args.action == "info":
+    if args.action in ("export", "import"):
+        try:
+            if args.action == "export":
+                s = c.export_archive(args.file, args.kernel or None)
+                where = f"to {s['path']}"
+            else:
+                s = c.import_archive(args.file, args.dir)
+                where = f"from {s['path']} into {s['dir']}"
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(f"{args.action}ed {s['entries']} entries, {s['reflections']} reflection records and "
+              f"{s['manifests']} manifests ({_human(s['bytes'])}) {where}")
+        print(f"kernels: {', '.join(s['kernels']) or 'none'}")
+    elif args.action == "info":
         problem = _cache_problem()  # before info(), which would give the reason as a warning
         i = c.info()
+        writable = c.settings()["writable"]
         print(f"directory: {i['dir']}")
         print(f"enabled:   {'yes' if i['enabled'] else 'no (TORCH_CUDAJIT_CACHE=0)'}")
         if i["enabled"]:
-            print(f"usable:    {'no: ' + problem if problem else 'yes'}")
+            print(f"usable:    {'no: ' + problem if problem else 'yes' if writable else 'no (TORCH_CUDAJIT_CACHE=readonly)'}")
         print(f"entries:   {i['entries']}")
         print(f"size:      {_human(i['bytes'])} ({i['bytes']} bytes)")
         print(f"limit:     {_human(i['max_bytes'])} ({i['max_bytes']} bytes)")
+        for r in i["readonly"]:
+            state = f"not used: {r['problem']}" if r["problem"] else "usable"
+            print(f"read-only: {r['dir']} ({state}; {r['entries']} entries, {_human(r['bytes'])})")
     elif args.action == "clear":
         print(f"removed {c.clear()} file(s) from {c.info()['dir']}")
     else:

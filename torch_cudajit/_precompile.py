@@ -173,7 +173,8 @@ def _batches_in_workers(parts, bound, groups, arch: int, workers: int, bar) -> N
     # What a worker rebuilds the kernel from: its definition's state (bytes).
     definition = parts.definition.state
     settings = _C.cache_settings()
-    cache_settings = (settings["enabled"], settings["dir"], settings["max_bytes"])
+    cache_settings = (settings["enabled"], settings["dir"], settings["max_bytes"],
+                      settings["readonly_dirs"], settings["writable"])
     pool = _pool(workers)
     try:
         futures = {pool.submit(_compile_in_worker, definition,

@@ -4,6 +4,7 @@
 #include "launchers.h"
 
 #include "../cache.h"
+#include "../cache_archive.h"
 #include "../cuda_api.h"
 #include "../device_state.h"
 #include "../frontend.h"
@@ -192,22 +193,56 @@ void bind_cache(py::module_& m) {
     d["enabled"] = s.enabled;
     d["dir"] = s.dir;
     d["max_bytes"] = s.max_bytes;
+    d["readonly_dirs"] = s.readonly_dirs;
+    d["writable"] = s.writable;
     return d;
   });
-  m.def("cache_configure", [](bool enabled, const std::string& dir, int64_t max_bytes) {
-    DiskCache::instance().configure({enabled, dir, max_bytes});
-  }, py::arg("enabled"), py::arg("dir"), py::arg("max_bytes"));
+  m.def("cache_configure", [](bool enabled, const std::string& dir, int64_t max_bytes,
+                              std::vector<std::string> readonly_dirs, bool writable) {
+    DiskCache::instance().configure({enabled, dir, max_bytes, std::move(readonly_dirs), writable});
+  }, py::arg("enabled"), py::arg("dir"), py::arg("max_bytes"),
+     py::arg("readonly_dirs") = std::vector<std::string>(), py::arg("writable") = true);
   m.def("cache_reset_from_environment", [] { DiskCache::instance().reset_from_environment(); });
   m.def("cache_info", [] { return info_dict(DiskCache::instance().info()); });
   // Whether the folder can be used (creates it); its warning, if not, becomes a Python warning.
   m.def("cache_usable", [] {
     torch::PyWarningHandler warnings;
-    return DiskCache::instance().usable();
+    return DiskCache::instance().can_store();
+  });
+  // Each read-only folder: its totals, or why it is not used (its warning, if any, is Python's).
+  m.def("cache_readonly_info", [] {
+    torch::PyWarningHandler warnings;
+    py::list out;
+    for (const CacheInfo& i : DiskCache::instance().readonly_info()) {
+      py::dict d = info_dict(i);
+      d["problem"] = i.problem;
+      out.append(d);
+    }
+    return out;
   });
   m.def("cache_clear", [] { return info_dict(DiskCache::instance().clear()); });
   m.def("cache_prune", [](int64_t max_bytes) { return info_dict(DiskCache::instance().prune(max_bytes)); },
         py::arg("max_bytes") = -1);
   m.def("cache_counters", [] { return counters_dict(DiskCache::instance().counters()); });
+  auto summary_dict = [](const ArchiveSummary& s) {
+    py::dict d;
+    d["path"] = s.path;
+    d["dir"] = s.dir;
+    d["entries"] = s.entries;
+    d["reflections"] = s.reflections;
+    d["manifests"] = s.manifests;
+    d["bytes"] = s.bytes;
+    d["kernels"] = s.kernels;
+    return d;
+  };
+  m.def("cache_export", [summary_dict](const std::string& path, const std::vector<std::string>& kernels) {
+    torch::PyWarningHandler warnings;
+    return summary_dict(export_cache_archive(path, kernels));
+  }, py::arg("path"), py::arg("kernels"));
+  m.def("cache_import", [summary_dict](const std::string& path, const std::string& dir) {
+    torch::PyWarningHandler warnings;
+    return summary_dict(import_cache_archive(path, dir));
+  }, py::arg("path"), py::arg("dir"));
 
 }
 

@@ -82,4 +82,4 @@ def cache_dir(tmp_path):
     folder = tmp_path / "cache"
     cj.cache.configure(dir=folder, enabled=True, max_bytes=1 << 30)
     yield folder
-    cj.cache.configure(dir=before["dir"], enabled=before["enabled"], max_bytes=before["max_bytes"])
+    cj.cache.configure(**before)

@@ -341,7 +341,8 @@ def test_environment_settings(tmp_path):
     folder = tmp_path / "env"
     code = "import json, torch_cudajit as cj; print(json.dumps(cj.cache.settings()))"
     s = json.loads(run_python(code, folder, {"TORCH_CUDAJIT_CACHE_MAX_BYTES": "512M"}).stdout)
-    assert s == {"enabled": True, "dir": str(folder), "max_bytes": 512 << 20}
+    assert s == {"enabled": True, "dir": str(folder), "max_bytes": 512 << 20, "readonly_dirs": [],
+                 "writable": True}
     env = {"TORCH_CUDAJIT_CACHE_DIR": "", "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     s = json.loads(run_python(code, folder, env).stdout)
     assert s["dir"] == str(tmp_path / "xdg" / "torch_cudajit")
