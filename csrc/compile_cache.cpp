@@ -159,15 +159,17 @@ void compile_together(const Program& program, const std::vector<InstantiationReq
 
 // The record of `key` for the requests `which` (of `singles`, at indexes 0, 1, ... of the
 // record), compiled from `generated` once in the job (job_store.h): by this process, which
-// then stores it, or by another rank, whose checked record is stored here. Nothing is stored
-// when `store` says the files read changed meanwhile.
+// then stores it, or by another rank, whose checked record is stored here (`outcome` says
+// which: kMiss or kReceived). Nothing is stored when `store` says the files read changed
+// meanwhile.
 std::shared_ptr<const CompiledProgram> compile_for_job(const Program& program,
                                                        const GeneratedSource& generated,
                                                        const std::string& key,
                                                        const std::vector<GeneratedSource>& singles,
                                                        const std::vector<size_t>& which,
                                                        const CompileOptions& options,
-                                                       const std::function<bool()>& store) {
+                                                       const std::function<bool()>& store,
+                                                       CacheOutcome& outcome) {
   std::shared_ptr<const CompiledProgram> compiled;
   std::string payload;
   auto compile = [&] {
@@ -184,7 +186,9 @@ std::shared_ptr<const CompiledProgram> compile_for_job(const Program& program,
           detail::compile_in_job(key, "kernel(s) " + detail::kernel_names(generated.requests) +
                                           " of '" + program.filename() + "'",
                                  program, compile, accept))
-    payload = std::move(*received);
+    payload = std::move(*received), outcome = CacheOutcome::kReceived;
+  else
+    outcome = CacheOutcome::kMiss;
   TORCH_INTERNAL_ASSERT(compiled, "a compile for the job returned no program");
   if (store()) DiskCache::instance().store(key, payload);
   return compiled;
@@ -252,9 +256,11 @@ std::vector<CompiledInstance> compile_cached(const Program& program,
       out[i] = std::move(*hit);
       return out;
     }
-    auto compiled = compile_for_job(program, singles[i], keys[i], singles, {i}, options, still_exact);
+    CacheOutcome outcome;
+    auto compiled =
+        compile_for_job(program, singles[i], keys[i], singles, {i}, options, still_exact, outcome);
     cache.counters().misses++;
-    out[i] = {std::move(compiled), 0, CacheOutcome::kMiss};
+    out[i] = {std::move(compiled), 0, outcome};
   } else if (!missing.empty()) {
     // One NVRTC program for all of them, stored once; each key refers into it.
     std::vector<InstantiationRequest> batch;
@@ -265,19 +271,21 @@ std::vector<CompiledInstance> compile_cached(const Program& program,
     // As for one request: processes asking for the same batch together compile it once.
     DiskCache::KeyLock lock = cache.lock(batch_key);
     std::shared_ptr<const CompiledProgram> compiled;
+    // Found here: the process that held the lock stored it, with a reference under each key.
+    CacheOutcome outcome = CacheOutcome::kHit;
     if (std::optional<std::string> bytes = cache.load(batch_key))
       if (std::optional<CompiledProgram> c = record_for(batch_key, *bytes, singles, missing))
         compiled = std::make_shared<const CompiledProgram>(std::move(*c));
     bool store = false;
     if (!compiled) {
-      compiled = compile_for_job(program, generated, batch_key, singles, missing, options, [&] {
-        return store = still_exact();
-      });
+      compiled = compile_for_job(
+          program, generated, batch_key, singles, missing, options,
+          [&] { return store = still_exact(); }, outcome);
     }
     for (size_t j = 0; j < missing.size(); ++j) {
       if (store) cache.store(keys[missing[j]], serialize_reference(keys[missing[j]], batch_key, j));
-      out[missing[j]] = {compiled, j, CacheOutcome::kMiss};
-      cache.counters().misses++;
+      out[missing[j]] = {compiled, j, outcome};
+      (outcome == CacheOutcome::kHit ? cache.counters().hits : cache.counters().misses)++;
     }
   }
   return out;

@@ -19,8 +19,9 @@ std::string serialize_compiled(const std::string& key, const CompiledProgram& co
 /// Parses a payload; nothing when it is malformed or was stored under another key.
 std::optional<CompiledProgram> deserialize_compiled(const std::string& key, const std::string& payload);
 
-/// What the disk cache did for one compile.
-enum class CacheOutcome { kBypassed, kHit, kMiss };
+/// What the disk cache did for one compile: not used, a hit, a miss compiled here, or a miss
+/// that another rank of the job compiled and published through its store (job_store.h).
+enum class CacheOutcome { kBypassed, kHit, kMiss, kReceived };
 
 /// One request's share of a compile: the program that holds its kernel (shared by the requests
 /// compiled together), the kernel's index there, and what the cache did for it.

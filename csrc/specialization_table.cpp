@@ -25,6 +25,18 @@ void run_blocking(const std::function<void()>& work) {
     work();
 }
 
+// What the log says a compile request came to.
+const char* outcome_text(CacheOutcome outcome) {
+  switch (outcome) {
+    case CacheOutcome::kHit: return "disk cache hit";
+    case CacheOutcome::kMiss: return "compiled, stored in the disk cache";
+    case CacheOutcome::kReceived:
+      return "compiled by another rank of the job, received through its store, stored in the disk cache";
+    case CacheOutcome::kBypassed: break;
+  }
+  return "compiled (disk cache not used)";
+}
+
 }  // namespace
 
 void set_blocking_runner(BlockingRunner runner) { g_blocking_runner.store(runner); }
@@ -255,9 +267,7 @@ std::vector<CompiledInstance> SpecializationTable::compile_instances(const std::
                     "kernel '" + def_.decl().qualified_name + "' " +
                         describe_signature(def_.decl(), keys[i]) + " for sm_" +
                         std::to_string(opts.arch) + ": " +
-                        (got[i].outcome == CacheOutcome::kHit    ? "disk cache hit"
-                         : got[i].outcome == CacheOutcome::kMiss ? "compiled, stored in the disk cache"
-                                                                 : "compiled (disk cache not used)") +
+                        outcome_text(got[i].outcome) +
                         ", " + took + (keys.size() > 1 ? " for " + std::to_string(keys.size()) +
                                                              " specializations together"
                                                        : ""));
@@ -281,7 +291,7 @@ std::vector<CompiledInstance> SpecializationTable::compile_detached(const std::v
 
 void SpecializationTable::count(CacheOutcome outcome) {
   if (outcome == CacheOutcome::kHit) counters_.hits++;
-  if (outcome == CacheOutcome::kMiss) counters_.misses++;
+  if (outcome == CacheOutcome::kMiss || outcome == CacheOutcome::kReceived) counters_.misses++;
 }
 
 std::shared_ptr<Specialization> SpecializationTable::adopt(const SpecKey& key,

@@ -105,6 +105,7 @@ TEST_F(JobStoreTest, SecondRankReceivesTheFirstRanksCompile) {
   const uint64_t nvrtc = nvrtc_compile_count();
   const auto first = compile_cached(*program, req, sm90(), true);
   EXPECT_EQ(nvrtc_compile_count() - nvrtc, 1u);
+  EXPECT_EQ(first[0].outcome, CacheOutcome::kMiss);
   EXPECT_TRUE(store_->check({store_key(*program, req, "result")}));
 
   on_rank(1);
@@ -112,6 +113,7 @@ TEST_F(JobStoreTest, SecondRankReceivesTheFirstRanksCompile) {
   EXPECT_EQ(nvrtc_compile_count() - nvrtc, 1u) << "the second rank compiled nothing";
   EXPECT_EQ(count(counters.compiled) - compiled, 1u);
   EXPECT_EQ(count(counters.received) - received, 1u);
+  EXPECT_EQ(second[0].outcome, CacheOutcome::kReceived);
   EXPECT_EQ(second[0].compiled->cubin, first[0].compiled->cubin);
   EXPECT_EQ(second[0].compiled->lowered_names, first[0].compiled->lowered_names);
   // Stored on the second node: a later process there finds it on disk.
@@ -130,6 +132,7 @@ TEST_F(JobStoreTest, BatchIsCompiledOnceAndReferencedOnEachNode) {
   EXPECT_EQ(nvrtc_compile_count() - nvrtc, 1u);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[1].index, 1u);
+  for (const auto& g : got) EXPECT_EQ(g.outcome, CacheOutcome::kReceived);
   // Each request alone now hits the received batch through its reference.
   for (const auto& r : req)
     EXPECT_EQ(compile_cached(*program, {r}, sm90(), true)[0].outcome, CacheOutcome::kHit);
