@@ -70,9 +70,10 @@ def _versions() -> list[tuple[str, str]]:
     rows = [("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))]
     gpu = _command_output(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
     rows.append(("GPU, driver", gpu.splitlines()[0] if gpu else "none"))
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
-                if line.startswith("model name")), platform.processor()) if os.path.exists("/proc/cpuinfo") \
-        else platform.processor()
+    cpu = platform.processor()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     rows.append(("CPU", f"{cpu}, {len(os.sched_getaffinity(0))} usable cores"))
     rows.append(("Python", platform.python_version()))
     rows.append(("torch", f"{torch.__version__} (CUDA {torch.version.cuda})"))

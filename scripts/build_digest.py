@@ -8,6 +8,8 @@ the tests use its libraries instead of compiling the same sources again.
     python3 scripts/build_digest.py            # this checkout's digest
     python3 scripts/build_digest.py --installed  # the installed package's lib folder, when its
                                                  # digest is this checkout's (else nothing)
+    python3 scripts/build_digest.py --reuse      # "in-place" when the checkout's own build is
+                                                 # current, else as --installed
 """
 from __future__ import annotations
 
@@ -37,7 +39,15 @@ def source_digest(root: str = ROOT) -> str:
     return h.hexdigest()
 
 
-def installed_lib_dir(root: str = ROOT) -> str | None:
+def _built_digest(lib: str) -> str | None:
+    try:
+        with open(os.path.join(lib, FILE_NAME), encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def installed_lib_dir(root: str = ROOT, digest: str | None = None) -> str | None:
     """The installed package's lib folder when it was built from this checkout, else None. The
     package is looked up outside the checkout, whose own torch_cudajit folder would shadow it."""
     import importlib.util
@@ -47,16 +57,23 @@ def installed_lib_dir(root: str = ROOT) -> str | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     lib = os.path.join(list(spec.submodule_search_locations)[0], "lib")
-    try:
-        with open(os.path.join(lib, FILE_NAME), encoding="ascii") as f:
-            built = f.read().strip()
-    except OSError:
-        return None
-    return lib if built == source_digest(root) else None
+    built = _built_digest(lib)
+    return lib if built is not None and built == (digest or source_digest(root)) else None
+
+
+def reusable_build(root: str = ROOT) -> str:
+    """"in-place" when the checkout's own build is current, else the installed package's lib
+    folder when it was built from this checkout, else ""; the digest is computed once."""
+    digest = source_digest(root)
+    if _built_digest(os.path.join(root, "torch_cudajit", "lib")) == digest:
+        return "in-place"
+    return installed_lib_dir(root, digest) or ""
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--installed"]:
         print(installed_lib_dir() or "")
+    elif sys.argv[1:] == ["--reuse"]:
+        print(reusable_build())
     else:
         print(source_digest())

@@ -12,10 +12,11 @@ JOBS=${MAX_JOBS:-2}
 if [[ -d /usr/lib/ccache ]]; then export PATH=/usr/lib/ccache:$PATH; fi
 LOGS=$PWD/build/logs
 mkdir -p "$LOGS"
-DIGEST=$(python3 scripts/build_digest.py)
-if [[ $(cat torch_cudajit/lib/build_digest.txt 2>/dev/null) == "$DIGEST" ]]; then
+REUSE=$(python3 scripts/build_digest.py --reuse)
+if [[ $REUSE == in-place ]]; then
   echo "== the in-place build is current"
-elif INSTALLED=$(python3 scripts/build_digest.py --installed) && [[ -n $INSTALLED ]]; then
+elif [[ -n $REUSE ]]; then
+  INSTALLED=$REUSE
   echo "== using the installed build ($INSTALLED): it was built from these sources"
   PACKAGE=$(dirname "$INSTALLED")
   rm -rf torch_cudajit/lib torch_cudajit/cxx torch_cudajit/_C*.so

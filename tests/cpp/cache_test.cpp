@@ -25,20 +25,11 @@ namespace {
 using cjtest::make_spec_key;
 using cjtest::make_temp_dir;
 using cjtest::write_text;
-using cjtest::number_sig;
 using cjtest::tensor_sig;
 
-const char* kScale = R"(
-template <typename T>
-__global__ void scale(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i < x.size(0)) out[i] = a * x[i];
-}
-)";
+const char* const kScale = cjtest::kScaleSource;
 
-std::vector<InstantiationRequest> requests_for(TypeCode dtype) {
-  return {{"scale", make_spec_key(90, {tensor_sig(dtype, 1), tensor_sig(dtype, 1), number_sig(ArgKind::kFloat)}), ""}};
-}
+std::vector<InstantiationRequest> requests_for(TypeCode dtype) { return {cjtest::scale_request(dtype)}; }
 
 CompileOptions options_with(std::vector<std::string> extra) {
   CompileOptions o;

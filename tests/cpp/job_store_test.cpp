@@ -26,21 +26,12 @@ namespace {
 
 using cjtest::make_spec_key;
 using cjtest::make_temp_dir;
-using cjtest::number_sig;
+using cjtest::scale_request;
 using cjtest::tensor_sig;
 using std::chrono::milliseconds;
 
-const char* kScale = R"(
-template <typename T>
-__global__ void scale(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i < x.size(0)) out[i] = a * x[i];
-}
-)";
+const char* const kScale = cjtest::kScaleSource;
 
-InstantiationRequest request_for(TypeCode dtype) {
-  return {"scale", make_spec_key(90, {tensor_sig(dtype, 1), tensor_sig(dtype, 1), number_sig(ArgKind::kFloat)}), ""};
-}
 
 CompileOptions sm90() {
   CompileOptions o;
@@ -99,7 +90,7 @@ class JobStoreTest : public ::testing::Test {
 
 TEST_F(JobStoreTest, SecondRankReceivesTheFirstRanksCompile) {
   const auto program = read_program(kScale);
-  const std::vector<InstantiationRequest> req = {request_for(TypeCode::kFloat)};
+  const std::vector<InstantiationRequest> req = {scale_request(TypeCode::kFloat)};
   CompileStoreCounters& counters = compile_store_counters();
   const uint64_t compiled = count(counters.compiled), received = count(counters.received);
   const uint64_t nvrtc = nvrtc_compile_count();
@@ -123,8 +114,8 @@ TEST_F(JobStoreTest, SecondRankReceivesTheFirstRanksCompile) {
 
 TEST_F(JobStoreTest, BatchIsCompiledOnceAndReferencedOnEachNode) {
   const auto program = read_program(kScale);
-  const std::vector<InstantiationRequest> req = {request_for(TypeCode::kFloat),
-                                                 request_for(TypeCode::kDouble)};
+  const std::vector<InstantiationRequest> req = {scale_request(TypeCode::kFloat),
+                                                 scale_request(TypeCode::kDouble)};
   const uint64_t nvrtc = nvrtc_compile_count();
   compile_cached(*program, req, sm90(), true);
   on_rank(1);
@@ -191,7 +182,7 @@ __global__ void broken(cj::Array<T, 1> out) { out[0] = T::undefined_name; }
 
 TEST_F(JobStoreTest, MissingResultTimesOutThenCompilesHere) {
   const auto program = read_program(kScale);
-  const std::vector<InstantiationRequest> req = {request_for(TypeCode::kFloat)};
+  const std::vector<InstantiationRequest> req = {scale_request(TypeCode::kFloat)};
   // Another rank claimed the key and never publishes (nor beats): the timeout ends the wait.
   store_->add(store_key(*program, req, "claim"), 1);
   set_store(store_, milliseconds(500), milliseconds(0));
@@ -207,7 +198,7 @@ TEST_F(JobStoreTest, MissingResultTimesOutThenCompilesHere) {
 
 TEST_F(JobStoreTest, DeadWinnerIsNoticedBeforeTheTimeout) {
   const auto program = read_program(kScale);
-  const std::vector<InstantiationRequest> req = {request_for(TypeCode::kFloat)};
+  const std::vector<InstantiationRequest> req = {scale_request(TypeCode::kFloat)};
   store_->add(store_key(*program, req, "claim"), 1);  // claimed, then killed: no beat
   set_store(store_, milliseconds(60000), milliseconds(100), milliseconds(400));
   const uint64_t timeouts = count(compile_store_counters().timeouts);
@@ -219,8 +210,8 @@ TEST_F(JobStoreTest, DeadWinnerIsNoticedBeforeTheTimeout) {
 
 TEST_F(JobStoreTest, DamagedOrForeignRecordIsRefused) {
   const auto program = read_program(kScale);
-  const std::vector<InstantiationRequest> req = {request_for(TypeCode::kFloat)};
-  const std::vector<InstantiationRequest> other = {request_for(TypeCode::kDouble)};
+  const std::vector<InstantiationRequest> req = {scale_request(TypeCode::kFloat)};
+  const std::vector<InstantiationRequest> other = {scale_request(TypeCode::kDouble)};
   compile_cached(*program, req, sm90(), true);
   compile_cached(*program, other, sm90(), true);
   const std::string result = store_key(*program, req, "result");
@@ -254,7 +245,7 @@ TEST_F(JobStoreTest, BrokenStoreCompilesHere) {
   set_store(c10::make_intrusive<BrokenStore>());
   const uint64_t errors = count(compile_store_counters().store_errors);
   const uint64_t nvrtc = nvrtc_compile_count();
-  compile_cached(*program, {request_for(TypeCode::kFloat)}, sm90(), true);
+  compile_cached(*program, {scale_request(TypeCode::kFloat)}, sm90(), true);
   EXPECT_EQ(nvrtc_compile_count() - nvrtc, 1u);
   EXPECT_EQ(count(compile_store_counters().store_errors) - errors, 1u);
 }

@@ -160,6 +160,20 @@ inline bool gpu_available() {
   return torch::cuda::is_available() && detail::driver_available();
 }
 
+/// A one-template source the cache and job-store tests compile: scale<T>(out, x, a).
+inline constexpr const char* kScaleSource = R"(
+template <typename T>
+__global__ void scale(cj::Array<T, 1> out, cj::Array<const T, 1> x, T a) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < x.size(0)) out[i] = a * x[i];
+}
+)";
+
+/// The request for kScaleSource's scale<T> on 1-d tensors of `dtype` and a float, for sm_90.
+inline InstantiationRequest scale_request(TypeCode dtype) {
+  return {"scale", make_spec_key(90, {tensor_sig(dtype, 1), tensor_sig(dtype, 1), number_sig(ArgKind::kFloat)}), ""};
+}
+
 }  // namespace cjtest
 }  // namespace torch_cudajit
 

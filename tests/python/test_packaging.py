@@ -199,15 +199,19 @@ def test_the_tests_reuse_an_installed_build_only_when_it_matches(tmp_path):
     script = str(tmp_path / "checkout" / "scripts" / "build_digest.py")
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
 
-    def installed():
-        return subprocess.run([sys.executable, script, "--installed"], env=env, cwd=str(tmp_path / "checkout"),
+    def installed(flag="--installed"):
+        return subprocess.run([sys.executable, script, flag], env=env, cwd=str(tmp_path / "checkout"),
                               capture_output=True, text=True, check=True).stdout.strip()
 
-    assert installed() == ""  # no digest file: not reused
+    assert installed() == "" and installed("--reuse") == ""  # no digest file: not reused
     current = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True,
                              check=True).stdout.strip()
     (lib / "build_digest.txt").write_text(current + "\n")
-    assert installed() == str(lib)
+    assert installed() == installed("--reuse") == str(lib)
+    # The checkout's own current build comes first.
+    (tmp_path / "checkout" / "torch_cudajit" / "lib").mkdir()
+    (tmp_path / "checkout" / "torch_cudajit" / "lib" / "build_digest.txt").write_text(current + "\n")
+    assert installed("--reuse") == "in-place"
     (tmp_path / "checkout" / "csrc" / "cache.cpp").write_text("// changed\n")
     assert installed() == ""
 
