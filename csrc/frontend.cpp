@@ -658,6 +658,43 @@ void run_with_stack(size_t bytes, const std::function<void()>& fn) {
   if (job.error) std::rethrow_exception(job.error);
 }
 
+// Clang's arguments for a source that NVRTC gets with `args` (frontend_args). The preprocessor
+// must take NVRTC's paths through every header: -nostdinc, as NVRTC searches no system folder (a
+// `__has_include(<wchar.h>)` answers as it does there), and Clang's and GCC's identity macros
+// undefined, as NVRTC defines none of them (headers such as CCCL's pick their configuration, and
+// what they include, by the compiler they detect).
+std::vector<std::string> clang_argv(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib",
+                                   "-nostdinc", "--cuda-gpu-arch=sm_80", "-fsyntax-only", "-w",
+                                   "-ferror-limit=0"};
+  for (const char* m : {"__clang__", "__clang_major__", "__clang_minor__", "__clang_patchlevel__",
+                        "__clang_version__", "__llvm__", "__GNUC__", "__GNUC_MINOR__",
+                        "__GNUC_PATCHLEVEL__", "__GNUG__", "__GXX_ABI_VERSION"})
+    argv.push_back(std::string("-U") + m);
+  argv.push_back("-D__EDG__=1");
+  argv.push_back("-include");
+  argv.push_back(kPreludePath);
+  argv.insert(argv.end(), args.begin(), args.end());
+  // Stand-ins for NVRTC's built-in headers, searched after every folder NVRTC searches.
+  const std::vector<std::string> dirs = default_include_dirs();
+  if (!dirs.empty()) {
+    argv.push_back("-idirafter");
+    argv.push_back(dirs.front() + "/cj/frontend");
+  }
+  return argv;
+}
+
+// One index for the process; parses through it take turns (parse_mutex). Excluding the
+// precompiled preamble's declarations, visits see the source's own only.
+CXIndex shared_index() {
+  static const CXIndex index = libclang().clang_createIndex(/*excludeDeclarationsFromPCH=*/1, 0);
+  return index;
+}
+std::mutex& parse_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 // Deeply nested declarations (types thousands of templates deep) recurse in Clang's parser
 // about as deep; NVRTC compiles such types, so the front end must read them too.
 constexpr size_t kParseStack = size_t(256) << 20;
@@ -674,21 +711,7 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
   // be confused with a file of the same name; quoted includes are searched in the program's
   // folder through -iquote (frontend_args), as NVRTC searches them.
   const std::string main = std::string(kVirtualRoot) + "source/" + filename;
-  // The preprocessor must take NVRTC's paths through every header: -nostdinc, as NVRTC searches
-  // no system folder (a `__has_include(<wchar.h>)` answers as it does there), and Clang's and
-  // GCC's identity macros undefined, as NVRTC defines none of them (headers such as CCCL's pick
-  // their configuration, and what they include, by the compiler they detect).
-  std::vector<std::string> argv = {"-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib",
-                                   "-nostdinc", "--cuda-gpu-arch=sm_80", "-fsyntax-only", "-w",
-                                   "-ferror-limit=0"};
-  for (const char* m : {"__clang__", "__clang_major__", "__clang_minor__", "__clang_patchlevel__",
-                        "__clang_version__", "__llvm__", "__GNUC__", "__GNUC_MINOR__",
-                        "__GNUC_PATCHLEVEL__", "__GNUG__", "__GXX_ABI_VERSION"})
-    argv.push_back(std::string("-U") + m);
-  argv.push_back("-D__EDG__=1");
-  argv.push_back("-include");
-  argv.push_back(kPreludePath);
-  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> argv = clang_argv(args);
   refuse_special_includes(source, argv);
   // The same arguments with the pre-included headers replaced by their PCH.
   std::vector<std::string> with_pch;
@@ -698,11 +721,8 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
   }
   constexpr unsigned kOptions = kParseIncomplete | kParseSkipFunctionBodies | kParseKeepGoing;
   ++g_parses;
-  // One index for the process; parses through it take turns.
-  // Excluding the precompiled preamble's declarations, visits see the source's own only.
-  static const CXIndex index = c.clang_createIndex(/*excludeDeclarationsFromPCH=*/1, 0);
-  static std::mutex parse_mutex;
-  std::lock_guard<std::mutex> lock(parse_mutex);
+  const CXIndex index = shared_index();
+  std::lock_guard<std::mutex> lock(parse_mutex());
   Walk w{source, {}, false, {}};
   FileList preamble_files, files;
   std::string missing;
@@ -758,4 +778,31 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
   return std::move(w.out);
 }
 
+namespace detail {
+
+void with_translation_unit(const std::string& path, const std::string& text,
+                           const std::vector<std::string>& args,
+                           const std::vector<std::string>& extra,
+                           const std::function<void(CXTranslationUnit)>& fn) {
+  std::vector<std::string> argv = clang_argv(args);
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  refuse_special_includes(text, argv);
+  constexpr unsigned kDetailedPreprocessingRecord = 0x01;
+  const CXIndex index = shared_index();
+  std::lock_guard<std::mutex> lock(parse_mutex());
+  ++g_parses;
+  run_with_stack(kParseStack, [&] {
+    CXTranslationUnit tu =
+        parse(index, path, text, argv, kParseIncomplete | kParseKeepGoing | kDetailedPreprocessingRecord);
+    TORCH_CHECK(tu != nullptr, "torch_cudajit: libclang (", libclang().path,
+                ") could not parse '", path, "'");
+    struct Dispose {
+      CXTranslationUnit tu;
+      ~Dispose() { libclang().clang_disposeTranslationUnit(tu); }
+    } dispose{tu};
+    fn(tu);
+  });
+}
+
+}  // namespace detail
 }  // namespace torch_cudajit

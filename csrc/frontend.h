@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,4 +81,19 @@ uint64_t frontend_parse_count();
 /// reflection code; part of source_key (reading.h). Computed without loading libclang.
 std::string frontend_identity();
 
+namespace detail {
+
+/// Runs `fn` on the translation unit of `text` (held in memory under `path`, an absolute name:
+/// quoted includes are found beside it), parsed as parse_kernels parses a source (NVRTC's
+/// folders, macros and standard from `args`, the front end's prelude) but whole: function bodies
+/// included, with a detailed preprocessing record (inclusion directives and macro definitions
+/// are cursors), and `extra` added to Clang's arguments. The unit is disposed of when `fn`
+/// returns; it runs under the front end's lock, on its large stack. Throws c10::ValueError for a
+/// header that is a special file (as parse_kernels).
+void with_translation_unit(const std::string& path, const std::string& text,
+                           const std::vector<std::string>& args,
+                           const std::vector<std::string>& extra,
+                           const std::function<void(CXTranslationUnit)>& fn);
+
+}  // namespace detail
 }  // namespace torch_cudajit

@@ -51,7 +51,14 @@ constexpr int kCursorFunctionDecl = 8, kCursorParmDecl = 10,
               kCursorNonTypeTemplateParameter = 28, kCursorTemplateTemplateParameter = 29,
               kCursorFunctionTemplate = 30, kCursorUnexposedDecl = 1,
               kCursorCudaGlobalAttr = 414;
-constexpr int kTypeInvalid = 0;
+constexpr int kCursorStructDecl = 2, kCursorUnionDecl = 3, kCursorClassDecl = 4,
+              kCursorVarDecl = 9, kCursorCXXMethod = 21, kCursorConstructor = 24,
+              kCursorDestructor = 25, kCursorConversionFunction = 26, kCursorClassTemplate = 31,
+              kCursorClassTemplatePartialSpecialization = 32, kCursorUnexposedAttr = 400,
+              kCursorCudaConstantAttr = 412, kCursorCudaDeviceAttr = 413,
+              kCursorCudaHostAttr = 415, kCursorCudaSharedAttr = 416,
+              kCursorInclusionDirective = 503, kCursorFriendDecl = 603;
+constexpr int kTypeInvalid = 0, kTypeConstantArray = 112, kTypeIncompleteArray = 114;
 constexpr int kVisitBreak = 0, kVisitContinue = 1;
 constexpr unsigned kParseIncomplete = 0x02, kParseForSerialization = 0x10,
                    kParseSkipFunctionBodies = 0x40, kParseKeepGoing = 0x200;
@@ -91,7 +98,13 @@ constexpr int kDiagnosticError = 3, kDiagnosticFatal = 4;
   X(clang_getClangVersion, CXString (*)())                                                        \
   X(clang_getInclusions, void (*)(CXTranslationUnit, CXInclusionVisitor, CXClientData))           \
   X(clang_getFileName, CXString (*)(CXFile))                                                      \
-  X(clang_formatDiagnostic, CXString (*)(void*, unsigned))
+  X(clang_formatDiagnostic, CXString (*)(void*, unsigned))                                        \
+  X(clang_getIncludedFile, CXFile (*)(CXCursor))                                                  \
+  X(clang_isConstQualifiedType, unsigned (*)(CXType))                                             \
+  X(clang_getArrayElementType, CXType (*)(CXType))                                                \
+  X(clang_isCursorDefinition, unsigned (*)(CXCursor))                                             \
+  X(clang_getCursorAvailability, int (*)(CXCursor))                                               \
+  X(clang_CXXMethod_isDefaulted, unsigned (*)(CXCursor))
 
 struct LibclangApi {
 #define CJ_DECLARE_CLANG(name, type) \

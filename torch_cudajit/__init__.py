@@ -18,7 +18,7 @@ from ._compiled import CompiledKernel
 from ._kernel import Kernel, KernelModule, SpecializedKernel
 from ._parts import Parameter
 from ._launch import ForallPlan
-from ._jit import jit
+from ._jit import DeviceSource, device_source, jit
 from ._prebuilt import PrebuiltKernel, load
 from . import cache
 from . import distributed
@@ -28,6 +28,8 @@ _log._configure()
 __all__ = [
     "jit",
     "load",
+    "device_source",
+    "DeviceSource",
     "PrebuiltKernel",
     "Kernel",
     "KernelModule",

@@ -2,6 +2,7 @@
 then the source read once by the front end and each kernel built on it."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Iterable, Sequence
 
@@ -58,7 +59,7 @@ def _template_arg(v) -> str:
     raise TypeError(f"template_args entries must be str, int, bool or torch.dtype, got {v!r}")
 
 
-def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
+def jit(source, name: str | None = None, *, options: Iterable[str] = (),
         include_dirs: Iterable[str] = (), defines: dict | None = None, std: str = "c++17",
         fastmath: bool = False, lineinfo: bool = False, debug: bool = False,
         template_args=None, extensions: Sequence[Extension] = (), filename: str = "kernel.cu",
@@ -67,8 +68,11 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
     """Compiles CUDA C++ kernels on demand.
 
     Args:
-        source: CUDA C++ with one or more ``__global__`` functions. ``cj/cj.cuh`` (cj::Array,
-            fixed-width integers, cj::complex) is included automatically.
+        source: CUDA C++ with one or more ``__global__`` functions, as a ``str``. ``cj/cj.cuh``
+            (cj::Array, fixed-width integers, cj::complex) is included automatically. Or a
+            whole CUDA file, as a path object (``pathlib.Path("kernels.cu")``) or an open file:
+            host code and all, of which what nvcc's device pass compiles is kept
+            (``device_source`` shows it); ``filename`` is then the file's path.
         name: the kernel to return. Without it, a source with one kernel returns that kernel
             and a source with several returns a KernelModule.
         options: extra NVRTC options, each a string (not -arch: the architecture is the
@@ -94,15 +98,20 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
         raise TypeError(f"cooperative must be None or a bool, got {type(cooperative).__name__}")
     if not isinstance(cache, bool):
         raise TypeError(f"cache must be a bool, got {type(cache).__name__}")
-    if not isinstance(source, str):
-        raise TypeError(f"source must be a str of CUDA C++, got {type(source).__name__}")
     if not isinstance(filename, str):
         raise TypeError(f"filename must be a str, got {type(filename).__name__}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
-    _check_not_a_path(source)
     _check_std(std)
     opts = _nvrtc_options(options, include_dirs, defines, fastmath, max_registers, opt)
+    if isinstance(source, str):
+        _check_not_a_path(source)
+    elif isinstance(source, os.PathLike) or hasattr(source, "read"):
+        read = _device_source(source, opts, std, "source")
+        source, filename = read.text, read.path
+    else:
+        raise TypeError(f"source must be a str of CUDA C++, a path object or an open file, got "
+                        f"{type(source).__name__}")
     link_files = _link_files(link)
     # The option fields of the kernel's state (KernelDefinition.options), exactly.
     config = dict(options=opts, std=std, debug=bool(debug), lineinfo=bool(lineinfo),
@@ -126,6 +135,64 @@ def jit(source: str, name: str | None = None, *, options: Iterable[str] = (),
             raise ValueError(k._definition.template_problem)
         return k
     return KernelModule({n: kernel(n) for n in names})
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceSource:
+    """A whole CUDA file as NVRTC compiles it (``device_source``)."""
+
+    #: The file's device side: host code blanked (lines keep their numbers), the user's own
+    #: headers written in behind ``#line`` directives.
+    text: str
+    #: The file's absolute path: the program's name, beside which quoted includes are found.
+    path: str
+    #: The files written into ``text``, the file first.
+    files: tuple
+    #: What was left out that is not plainly host code, and why ("file:line: ...").
+    notes: tuple
+
+
+def device_source(file, *, options: Iterable[str] = (), include_dirs: Iterable[str] = (),
+                  defines: dict | None = None, std: str = "c++17") -> DeviceSource:
+    """What ``jit(pathlib.Path(file))`` compiles of a whole CUDA file: the kernels, device
+    functions and variables, types, templates and macros, without host functions, host
+    variables and host-only includes (see docs/writing-kernels.md, "Whole files").
+
+    Args:
+        file: a path (str or path object) or an open file.
+        options, include_dirs, defines, std: as for ``jit``; they decide what the preprocessor
+            reads, as they do for the compile.
+    """
+    _check_std(std)
+    opts = _nvrtc_options(options, include_dirs, defines, False, None, True)
+    return _device_source(file, opts, std, "file")
+
+
+def _device_source(file, opts, std, what) -> DeviceSource:
+    """The device side of a file given as a path or an open file (``what`` names the argument
+    in messages)."""
+    text = None
+    if hasattr(file, "read"):
+        path = getattr(file, "name", None)
+        if not (isinstance(path, (str, os.PathLike)) and os.path.isfile(path)):
+            text = file.read()
+            if isinstance(text, bytes):
+                text = text.decode()
+            if not isinstance(text, str):
+                raise TypeError(f"{what}: the open file's read() gave {type(text).__name__}, "
+                                f"not text")
+            path = os.path.join(os.getcwd(), "kernel.cu")
+    elif isinstance(file, (str, os.PathLike)):
+        path = file
+    else:
+        raise TypeError(f"{what} must be a path or an open file, got {type(file).__name__}")
+    path = os.path.abspath(os.fspath(path))
+    if text is None and not os.path.isfile(path):
+        raise ValueError(f"{what}: the CUDA file '{os.fspath(path)}' does not exist; pass the "
+                         f"path of a .cu file (a str is read as source text: pass "
+                         f"pathlib.Path(...) for a file)")
+    d = _C.device_source(path, opts, std, text=text)
+    return DeviceSource(d["text"], d["path"], tuple(d["files"]), tuple(d["notes"]))
 
 
 #: The C++ standards jit takes (csrc/options.cpp: supported_standards, which checks -std= in
@@ -159,8 +226,8 @@ def _check_not_a_path(source: str) -> None:
         raise ValueError(
             f"jit takes the text of a CUDA C++ source, and got {source!r}, which looks like a "
             f"file name{' (the file exists)' if os.path.isfile(text) else ''}. To compile a "
-            f"file, pass its text and its name: cj.jit(open(path).read(), filename=path) (the "
-            f"file name appears in compiler messages, and quoted #includes are found beside it).")
+            f"file, pass it as a path object: cj.jit(pathlib.Path({text!r})) (or cj.load("
+            f"{text!r})), which reads the whole file, host code and all.")
 
 
 def _nvrtc_options(options, include_dirs, defines, fastmath, max_registers, opt) -> list:

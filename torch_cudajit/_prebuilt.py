@@ -3,6 +3,7 @@ declaration into a kernel with the launch API, argument checks and stream rules 
 from __future__ import annotations
 
 import os
+import pathlib
 import re
 from typing import Sequence
 
@@ -112,9 +113,16 @@ def _kernel_symbol(image: bytes, name: str) -> str:
     return mangled[0].decode() if mangled else name
 
 
-def load(image, declaration: str, *, name: str | None = None, lowered_name: str | None = None,
-         cooperative: bool = False, extensions: Sequence = ()) -> PrebuiltKernel:
-    """Loads a kernel from prebuilt device code, to launch it like a ``jit`` kernel.
+#: File name endings that ``load`` reads as CUDA C++ sources, not device code.
+_SOURCE_SUFFIXES = (".cu", ".cuh")
+
+
+def load(image, declaration: str | None = None, *, name: str | None = None,
+         lowered_name: str | None = None, cooperative: bool | None = None,
+         extensions: Sequence = (), **jit_options):
+    """Loads a kernel from prebuilt device code, to launch it like a ``jit`` kernel; or a
+    whole CUDA source file, host code and all (``load("kernels.cu")``, which is
+    ``jit(pathlib.Path("kernels.cu"), ...)``: ``jit_options`` are jit's).
 
     Args:
         image: PTX, CUBIN or fatbin, as bytes or as the path of a file (PTX text:
@@ -129,7 +137,22 @@ def load(image, declaration: str, *, name: str | None = None, lowered_name: str 
         cooperative: launch with cuLaunchCooperativeKernel (a grid-wide barrier).
         extensions: as for ``jit``.
     """
+    if (declaration is None and isinstance(image, (str, os.PathLike))
+            and os.fspath(image).lower().endswith(_SOURCE_SUFFIXES)):
+        from ._jit import jit
+        return jit(pathlib.Path(os.fspath(image)), name, cooperative=cooperative,
+                   extensions=extensions, **jit_options)
+    if jit_options:
+        raise TypeError(f"load: {', '.join(sorted(jit_options))} apply to CUDA source files "
+                        f"(.cu, .cuh), not to prebuilt device code")
+    if cooperative is None:
+        cooperative = False
     data = _read_image(image)
+    if declaration is None:
+        raise TypeError("load: prebuilt device code needs declaration=, the kernel's CUDA C++ "
+                        "declaration (e.g. 'extern \"C\" __global__ void saxpy(float* out, "
+                        "const float* x, float a)'); a CUDA source file is loaded by its path "
+                        "ending in .cu or .cuh")
     if not isinstance(declaration, str):
         raise TypeError(f"load: declaration must be a str of CUDA C++, got {type(declaration).__name__}")
     for arg, value in (("name", name), ("lowered_name", lowered_name)):

@@ -6,6 +6,7 @@
 #include "../cache.h"
 #include "../cache_archive.h"
 #include "../cuda_api.h"
+#include "../device_pass.h"
 #include "../device_state.h"
 #include "../frontend.h"
 #include "../kernel_runtime.h"
@@ -174,6 +175,24 @@ void bind_runtime(py::module_& m) {
   });
   m.def("log_level_from_env", &log_level_from_env);
   m.def("nvrtc_version", &torch_cudajit::detail::nvrtc_version);
+  m.def(
+      "device_source",
+      [](const std::string& path, const std::vector<std::string>& options, const std::string& std,
+         int arch, std::optional<std::string> text) {
+        DeviceSource d;
+        {
+          py::gil_scoped_release release;
+          d = device_source(path, options, std, arch, text);
+        }
+        py::dict out;
+        out["text"] = d.text;
+        out["path"] = d.path;
+        out["files"] = d.files;
+        out["notes"] = d.notes;
+        return out;
+      },
+      py::arg("path"), py::arg("options"), py::arg("std") = "c++17",
+      py::arg("arch") = kDefaultFrontendArch, py::arg("text") = py::none());
   m.def("nvrtc_library_file", &torch_cudajit::detail::nvrtc_library_file);
   m.def("cuda_include_dir", &cuda_include_dir);
   m.def("nvrtc_compile_count", &nvrtc_compile_count);
