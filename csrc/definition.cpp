@@ -2,11 +2,14 @@
 // fingerprint and pickled form, each computed once.
 #include "definition.h"
 
+#include "headers.h"
+
 #include "reading.h"
 #include "serialize.h"
 #include "sha256.h"
 #include "virtual_grid.h"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 
@@ -179,6 +182,19 @@ KernelDefinition::KernelDefinition(std::shared_ptr<const Program> program,
   // Prebuilt code was instantiated when it was built.
   if (!options_.prebuilt) template_problem_ = template_args_problem(*decl_, options_.template_args);
   fingerprint_ = fingerprint_of(program_->digest(), state_of(options_, requested_std_, decl_->name));
+}
+
+CompileOptions KernelDefinition::compile_options() const {
+  CompileOptions o = options_.compile;
+  if (options_.prebuilt || !program_->uses_device_runtime()) return o;
+  const std::string devrt = cudadevrt_library();
+  TORCH_CHECK_VALUE(!devrt.empty(), "torch_cudajit: kernel '", decl_->name,
+                    "' uses CUDA's device runtime (a launch from device code, or a function of "
+                    "cuda_device_runtime_api.h), which needs the static library libcudadevrt.a; "
+                    "it was not found beside the CUDA headers in use (",
+                    cuda_include_dir(), "). Install the CUDA toolkit, or set CUDA_HOME to one.");
+  if (std::find(o.link.begin(), o.link.end(), devrt) == o.link.end()) o.link.push_back(devrt);
+  return o;
 }
 
 std::shared_ptr<const KernelDefinition> KernelDefinition::from_source(std::string source,

@@ -160,6 +160,10 @@ class KernelDefinition {
   /// The options as compiles use them: the standard is raised to C++20 when any kernel of the
   /// source has an `auto` parameter (abbreviated templates need it).
   const KernelOptions& options() const { return options_; }
+  /// The compile options of a specialization (compile.arch is then set): options().compile,
+  /// with CUDA's device runtime library linked when the source uses the device runtime
+  /// (Program::uses_device_runtime). Throws c10::ValueError when that library is not found.
+  CompileOptions compile_options() const;
   /// The C++ standard the kernel was created with (what pickles keep).
   const std::string& requested_std() const { return requested_std_; }
   /// One binding per parameter, in declaration order.

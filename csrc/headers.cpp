@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -145,6 +146,96 @@ std::vector<std::string> default_include_dirs() {
 }
 
 
+const std::vector<std::string>& host_platform_macros() {
+  static const std::vector<std::string> macros = [] {
+    std::vector<std::string> m;
+#if defined(__linux__)
+    for (const char* name : {"__linux__", "__linux", "__gnu_linux__", "__unix__", "__unix", "__ELF__"})
+      m.push_back(std::string("-D") + name + "=1");
+#endif
+#if defined(__x86_64__)
+    for (const char* name : {"__x86_64__", "__x86_64", "__amd64__", "__amd64"})
+      m.push_back(std::string("-D") + name + "=1");
+#elif defined(__aarch64__)
+    m.push_back("-D__aarch64__=1");
+#endif
+    return m;
+  }();
+  return macros;
+}
+
+namespace {
+
+// The functions <cuda_device_runtime_api.h> declares, read from the header in use (its
+// `cudaName(` declarations); a fixed few when it is not found.
+const std::vector<std::string>& device_runtime_functions() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    std::string text;
+    const std::string dir = cuda_include_dir();
+    if (!dir.empty() && detail::read_file(dir + "/cuda_device_runtime_api.h", text)) {
+      for (size_t p = text.find("cuda"); p != std::string::npos; p = text.find("cuda", p + 4)) {
+        if (p > 0 && (std::isalnum(static_cast<unsigned char>(text[p - 1])) || text[p - 1] == '_'))
+          continue;
+        size_t e = p + 4;
+        while (e < text.size() && (std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_'))
+          ++e;
+        size_t q = e;
+        while (q < text.size() && text[q] == ' ') ++q;
+        if (e - p > 4 && std::isupper(static_cast<unsigned char>(text[p + 4])) && q < text.size() &&
+            text[q] == '(')
+          out.push_back(text.substr(p, e - p));
+      }
+    }
+    for (const char* n : {"cudaGetParameterBuffer", "cudaLaunchDevice", "cudaGraphSetConditional",
+                          "cudaDeviceSynchronize", "cudaGraphLaunch"})
+      out.push_back(n);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    // Functions device code has without the device runtime.
+    for (const char* builtin : {"cudaGetLastError", "cudaPeekAtLastError", "cudaGetErrorString",
+                                "cudaGetErrorName"})
+      out.erase(std::remove(out.begin(), out.end(), builtin), out.end());
+    return out;
+  }();
+  return names;
+}
+
+}  // namespace
+
+bool uses_device_runtime(const std::string& text) {
+  if (text.find("<<<") != std::string::npos) return true;
+  if (text.find("cuda") == std::string::npos) return false;
+  const std::vector<std::string>& names = device_runtime_functions();
+  for (size_t p = text.find("cuda"); p != std::string::npos; p = text.find("cuda", p + 4)) {
+    if (p > 0 && (std::isalnum(static_cast<unsigned char>(text[p - 1])) || text[p - 1] == '_'))
+      continue;
+    size_t e = p;
+    while (e < text.size() && (std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_'))
+      ++e;
+    if (std::binary_search(names.begin(), names.end(), text.substr(p, e - p))) return true;
+  }
+  return false;
+}
+
+std::string cudadevrt_library() {
+  std::vector<std::string> dirs;
+  const std::string inc = cuda_include_dir();
+  if (!inc.empty()) {
+    const std::string root = dirname_of(inc);
+    dirs = {root + "/lib64", root + "/lib", root + "/lib/x64"};
+    // A toolkit's targets/<arch>/include: its libraries are beside it.
+    dirs.push_back(root + "/targets/x86_64-linux/lib");
+    dirs.push_back(root + "/targets/sbsa-linux/lib");
+  }
+  for (const char* env : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* v = std::getenv(env)) dirs.push_back(std::string(v) + "/lib64");
+  dirs.push_back("/usr/local/cuda/lib64");
+  for (const std::string& d : dirs)
+    if (file_exists(d + "/libcudadevrt.a")) return d + "/libcudadevrt.a";
+  return "";
+}
+
 std::vector<std::string> frontend_args(const std::vector<std::string>& options,
                                        const std::string& std, int arch,
                                        const std::string& filename) {
@@ -177,6 +268,7 @@ std::vector<std::string> frontend_args(const std::vector<std::string>& options,
   args.push_back("-D__CUDACC_VER_MAJOR__=" + std::to_string(version / 1000));
   args.push_back("-D__CUDACC_VER_MINOR__=" + std::to_string(version % 1000 / 10));
   args.push_back("-D__CUDACC_VER_BUILD__=0");
+  for (const std::string& m : host_platform_macros()) args.push_back(m);
   args.push_back("-include");
   args.push_back("cj/cj.cuh");
   // The preprocessor options, in Clang's spelling and NVRTC's order; the others do not change

@@ -29,6 +29,23 @@ constexpr int kDefaultFrontendArch = 90;
 std::vector<std::string> frontend_args(const std::vector<std::string>& options,
                                        const std::string& std, int arch = kDefaultFrontendArch,
                                        const std::string& filename = "kernel.cu");
+/// What nvcc's device pass gets from the host compiler and NVRTC does not define: the host's
+/// platform macros (-D__linux__=1, -D__x86_64__=1, ...), for the operating system and processor
+/// this library was built for. Code that tests them (`#if defined(__linux__) ... #else #error`)
+/// then compiles as under nvcc. GCC's identity (__GNUC__) is not among them: NVRTC's own headers
+/// read it as the host compiler and then look for glibc's headers.
+const std::vector<std::string>& host_platform_macros();
+
+/// Whether `text` uses CUDA's device runtime: a device-side launch (`<<<`) or a function that
+/// <cuda_device_runtime_api.h> declares (cudaGraphSetConditional, cudaMalloc in device code,
+/// cudaDeviceSynchronize, ...). Such code compiles as relocatable device code and is linked with
+/// cudadevrt (cudadevrt_library).
+bool uses_device_runtime(const std::string& text);
+
+/// The static device runtime library (libcudadevrt.a) beside the CUDA headers in use or in
+/// NVIDIA's wheels; "" when none is found.
+std::string cudadevrt_library();
+
 /// The CUDA header folder whose files keys count by size and time (dependencies.h), the last of
 /// default_include_dirs; "" when the CUDA headers were not found.
 std::string toolkit_include_dir();

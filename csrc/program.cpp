@@ -43,6 +43,7 @@ Program::Program(std::string source, std::string filename, std::vector<KernelDec
     : source_(std::move(source)), filename_(std::move(filename)), kernels_(std::move(kernels)) {
   rewritten_ = rewrite_layouts(source_, kernels_);
   source_needs_ = detail::implicit_needs(rewritten_);
+  device_runtime_ = torch_cudajit::uses_device_runtime(source_);
   digest_ = source_digest(filename_, source_);
 }
 
@@ -205,6 +206,7 @@ NvrtcArguments Program::nvrtc_arguments(const CompileOptions& o) const {
   std::vector<std::string> opts = {"-arch=" + target, "-std=" + o.std, "-default-device"};
   const std::vector<std::string> include_dirs = default_include_dirs();
   for (const auto& dir : include_dirs) opts.push_back("-I" + dir);
+  for (const std::string& m : host_platform_macros()) opts.push_back(m);
   // A user macro or pre-included file may use cj/cj.cuh's optional parts (generate covers the
   // source); a pre-included file is not read, so it keeps them all.
   detail::ImplicitNeeds needs;

@@ -171,6 +171,9 @@ class Program {
   /// in its own text; when only code outside the kernels does (a helper function), every
   /// kernel counts as cooperative. Such kernels launch with cuLaunchCooperativeKernel.
   bool cooperative(const std::string& kernel_name) const;
+  /// True when the source uses CUDA's device runtime (headers.h: uses_device_runtime): its
+  /// compiles are linked with cudadevrt (KernelDefinition::compile_options).
+  bool uses_device_runtime() const { return device_runtime_; }
   /// How a kernel's own text covers forall's tasks: one thread per task, or a grid-stride loop
   /// (cj::for_each, cj::elementwise), which lets forall launch fewer threads than tasks.
   TaskLoop task_loop(const std::string& kernel_name) const;
@@ -188,6 +191,7 @@ class Program {
   /// What the rewritten source needs of cj/cj.cuh's optional parts (read once: generate adds
   /// what each compile's instantiations need).
   detail::ImplicitNeeds source_needs_;
+  bool device_runtime_ = false;
   std::vector<KernelDecl> kernels_;
 };
 

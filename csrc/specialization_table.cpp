@@ -249,7 +249,7 @@ std::vector<CompiledInstance> SpecializationTable::compile_instances(const std::
   if (def_.options().prebuilt)
     return std::vector<CompiledInstance>(keys.size(), {def_.options().prebuilt, 0, CacheOutcome::kBypassed});
   TORCH_CHECK_VALUE(def_.template_problem().empty(), def_.template_problem());
-  CompileOptions opts = def_.options().compile;
+  CompileOptions opts = def_.compile_options();
   opts.arch = keys[0].arch;
   std::vector<InstantiationRequest> requests;
   for (const SpecKey& key : keys) {
@@ -384,7 +384,7 @@ std::shared_ptr<Specialization> SpecializationTable::get_virtual(const SpecKey& 
   std::shared_ptr<Specialization> spec;
   std::string failure;
   try {
-    CompileOptions opts = def_.options().compile;
+    CompileOptions opts = def_.compile_options();
     opts.arch = key.arch;
     const int blocks = virtual_blocks_for(key);
     InstantiationRequest request{def_.decl().name, key, def_.options().template_args,

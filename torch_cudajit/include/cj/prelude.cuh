@@ -25,4 +25,14 @@
 #include "../limits.h"
 #include "../stddef.h"
 #include "../stdio.h"
+
+// The short unsigned names glibc's <sys/types.h> declares, which nvcc's implicit host headers
+// bring to every .cu file and CUDA code uses in device code (`uint idx = ...`).
+typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned long ulong;
+typedef unsigned char u_char;
+typedef unsigned short u_short;
+typedef unsigned int u_int;
+typedef unsigned long u_long;
 #endif
