@@ -85,10 +85,17 @@ size_t skip_blank(const std::string& s, size_t pos) {
 }
 
 struct Walk {
-  const std::string& source;
+  const std::string* source;  // the text of the file being walked (t_main_file)
   std::vector<std::string> scope;  // enclosing named namespaces
   bool extern_c = false;
   std::vector<ParsedKernel> out;
+  // A header of the user's own being walked (its path; "" for the source itself), and the
+  // texts of such headers.
+  std::string header;
+  std::map<CXFile, std::string> header_texts;
+  CXTranslationUnit tu = nullptr;
+  CXFile source_file = nullptr;
+  std::vector<std::string> system_dirs;  // the plugin's and CUDA's header folders
 };
 
 int visit(CXCursor cursor, CXCursor parent, CXClientData data);
@@ -125,16 +132,16 @@ void read_kernel(CXCursor cursor, bool is_template, Walk& w) {
   // An abbreviated template (`auto` parameters, C++20) has no template header of its own: its
   // invented template parameters sit in the parameter list.
   k.is_template = is_template && k.begin != std::string::npos &&
-                  w.source.compare(k.begin, 8, "template") == 0;
+                  w.source->compare(k.begin, 8, "template") == 0;
   // With bodies skipped the extent ends at the declarator; a definition's body follows it.
   size_t end = main_offset(c.clang_getRangeEnd(extent));
-  for (int depth = 0; end < w.source.size(); end = skip_blank(w.source, end + 1)) {
-    const char ch = w.source[end];
+  for (int depth = 0; end < w.source->size(); end = skip_blank(*w.source, end + 1)) {
+    const char ch = (*w.source)[end];
     if (depth == 0 && (ch == '{' || ch == ';')) break;
     depth += ch == '(' ? 1 : ch == ')' ? -1 : 0;
   }
-  k.is_definition = end < w.source.size() && w.source[end] == '{';
-  k.end = std::min(end, w.source.size());
+  k.is_definition = end < w.source->size() && (*w.source)[end] == '{';
+  k.end = std::min(end, w.source->size());
   struct Children {
     Walk* w;
     ParsedKernel* k;
@@ -164,8 +171,8 @@ void read_kernel(CXCursor cursor, bool is_template, Walk& w) {
           if (written_in_main(b) && written_in_main(e)) {
             pp.begin = main_offset(b);
             const size_t end = main_offset(e);
-            if (end >= pp.begin && end <= ch.w->source.size())
-              pp.source_text = ch.w->source.substr(pp.begin, end - pp.begin);
+            if (end >= pp.begin && end <= ch.w->source->size())
+              pp.source_text = ch.w->source->substr(pp.begin, end - pp.begin);
           }
           ch.k->params.push_back(std::move(pp));
         }
@@ -173,17 +180,69 @@ void read_kernel(CXCursor cursor, bool is_template, Walk& w) {
       },
       &ch);
   if (k.is_template && k.template_params_end != std::string::npos) {
-    const size_t close = skip_blank(w.source, k.template_params_end);
-    if (close < w.source.size() && w.source[close] == '>') k.template_close = close;
+    const size_t close = skip_blank(*w.source, k.template_params_end);
+    if (close < w.source->size() && (*w.source)[close] == '>') k.template_close = close;
   }
   w.out.push_back(std::move(k));
+}
+
+// Walks a declaration that lies in a header of the user's own (not under the plugin's or CUDA's
+// folders, nor the front end's): its kernels are read from the header's text, and taken as
+// declared elsewhere than the source (no layout rewrite: their Arrays take any layout).
+void walk_user_header(CXCursor cursor, Walk& w) {
+  const auto& c = libclang();
+  CXFile file = nullptr;
+  unsigned l = 0, col = 0, off = 0;
+  c.clang_getFileLocation(c.clang_getCursorLocation(cursor), &file, &l, &col, &off);
+  if (file == nullptr || w.tu == nullptr) return;
+  const std::string path = take(c.clang_getFileName(file));
+  if (path.empty() || path[0] != '/' || path.rfind("/torch_cudajit/", 0) == 0 /* the front end's own files */) return;
+  for (const std::string& dir : w.system_dirs)
+    if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/')
+      return;
+  auto it = w.header_texts.find(file);
+  if (it == w.header_texts.end()) {
+    std::string text;
+    size_t size = 0;
+    const char* bytes =
+        c.clang_getFileContents != nullptr ? c.clang_getFileContents(w.tu, file, &size) : nullptr;
+    if (bytes != nullptr) text.assign(bytes, size);
+    else if (!read_file(path, text)) return;
+    it = w.header_texts.emplace(file, std::move(text)).first;
+  }
+  const size_t first = w.out.size();
+  const CXFile outer_file = t_main_file;
+  const std::string* outer_source = w.source;
+  t_main_file = file;
+  w.source = &it->second;
+  w.header = path;
+  visit(cursor, libclang().clang_getTranslationUnitCursor(w.tu), &w);
+  t_main_file = outer_file;
+  w.source = outer_source;
+  w.header.clear();
+  for (size_t i = first; i < w.out.size(); ++i) {
+    ParsedKernel& k = w.out[i];
+    k.file = path;
+    if (k.is_template && k.template_params_begin != std::string::npos &&
+        k.template_params_end != std::string::npos && k.template_params_end <= it->second.size())
+      k.template_params_text = it->second.substr(k.template_params_begin,
+                                                 k.template_params_end - k.template_params_begin);
+    k.begin = k.end = std::string::npos;
+    k.template_params_begin = k.template_params_end = k.template_close = std::string::npos;
+    for (ParsedParam& p : k.params) p.begin = std::string::npos;
+  }
 }
 
 int visit(CXCursor cursor, CXCursor, CXClientData data) {
   const auto& c = libclang();
   Walk& w = *static_cast<Walk*>(data);
   // Declarations of the headers (and of the precompiled preamble) are not walked into.
-  if (main_offset(c.clang_getCursorLocation(cursor)) == std::string::npos) return kVisitContinue;
+  if (main_offset(c.clang_getCursorLocation(cursor)) == std::string::npos) {
+    // Kernels of the user's own headers are the source's too (as nvcc sees them after
+    // preprocessing); those of the plugin's, CUDA's and the preamble's headers are not.
+    if (w.header.empty()) walk_user_header(cursor, w);
+    return kVisitContinue;
+  }
   const int kind = c.clang_getCursorKind(cursor);
   if (kind == kCursorNamespace) {
     const std::string name = take(c.clang_getCursorSpelling(cursor));
@@ -198,7 +257,7 @@ int visit(CXCursor cursor, CXCursor, CXClientData data) {
     bool linkage = kind == kCursorLinkageSpec;
     if (!linkage) {
       const size_t b = main_offset(c.clang_getRangeStart(c.clang_getCursorExtent(cursor)));
-      linkage = b != std::string::npos && w.source.compare(skip_blank(w.source, b), 6, "extern") == 0;
+      linkage = b != std::string::npos && w.source->compare(skip_blank(*w.source, b), 6, "extern") == 0;
     }
     w.extern_c = linkage || outer;
     visit_children(cursor, w);
@@ -210,7 +269,7 @@ int visit(CXCursor cursor, CXCursor, CXClientData data) {
     // Its declaration starts with `template <>` though it is no function template.
     if (kind == kCursorFunctionDecl) {
       const size_t b = main_offset(c.clang_getRangeStart(c.clang_getCursorExtent(cursor)));
-      if (b != std::string::npos && w.source.compare(b, 8, "template") == 0) return kVisitContinue;
+      if (b != std::string::npos && w.source->compare(b, 8, "template") == 0) return kVisitContinue;
     }
     read_kernel(cursor, kind == kCursorFunctionTemplate, w);
   }
@@ -723,7 +782,8 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
   ++g_parses;
   const CXIndex index = shared_index();
   std::lock_guard<std::mutex> lock(parse_mutex());
-  Walk w{source, {}, false, {}};
+  Walk w;
+  w.source = &source;
   FileList preamble_files, files;
   std::string missing;
   run_with_stack(kParseStack, [&] {
@@ -759,6 +819,9 @@ std::vector<ParsedKernel> parse_kernels(const std::string& source, const std::st
                   "'; arguments:", line);
     }
     t_main_file = c.clang_getFile(tu, main.c_str());
+    w.tu = tu;
+    w.source_file = t_main_file;
+    w.system_dirs = default_include_dirs();
     visit_children(c.clang_getTranslationUnitCursor(tu), w);
     files = inclusions(tu);
     missing = missing_header(tu);

@@ -49,6 +49,11 @@ struct ParsedKernel {
   std::vector<std::string> errors;
   /// The 1-based lines those errors point at.
   std::vector<size_t> error_lines;
+  /// The header of the user's own that declares the kernel ("" for the source itself). Its
+  /// offsets above are then npos (they are offsets of the source): `template_params_text` holds
+  /// its template parameter list, and `line` is a line of the header.
+  std::string file;
+  std::string template_params_text;
 };
 
 /// What a parse read besides the source itself.

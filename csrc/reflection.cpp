@@ -263,11 +263,16 @@ std::optional<KernelDecl> reflect_kernel(const std::string& source, const Parsed
   k.template_close = pk.template_close;
   k.line = pk.line;
   if (pk.is_template) {
-    if (pk.template_params_begin == std::string::npos ||
-        pk.template_params_end == std::string::npos || pk.template_params_end > source.size())
-      return std::nullopt;  // a template header made by a macro: not one to call
-    const std::string text = source.substr(
-        pk.template_params_begin, pk.template_params_end - pk.template_params_begin);
+    std::string text = pk.template_params_text;  // a kernel of a header
+    if (pk.file.empty()) {
+      if (pk.template_params_begin == std::string::npos ||
+          pk.template_params_end == std::string::npos || pk.template_params_end > source.size())
+        return std::nullopt;  // a template header made by a macro: not one to call
+      text = source.substr(pk.template_params_begin,
+                           pk.template_params_end - pk.template_params_begin);
+    } else if (text.empty()) {
+      return std::nullopt;
+    }
     const std::string masked = mask_source(text);
     const std::vector<Token> t = tokenize(masked, 0, masked.size());
     k.template_params = join(t, 0, t.size());
