@@ -11,6 +11,11 @@ import torch
 
 from torch_cudajit._loader import _C
 
+#: Lines printed at the end of the pytest run (conftest's pytest_terminal_summary), by key: test
+#: modules keep counts there (e.g. test_file_corpus.py: files, kernels, compiled).
+SUMMARY: dict[str, str] = {}
+
+
 #: A templated rank-1 scale kernel, the cache tests' common subject.
 SCALE = r"""
 template <typename T>

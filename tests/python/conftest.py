@@ -29,6 +29,13 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
 
 
+def pytest_terminal_summary(terminalreporter):
+    """The summary lines test modules left in _support.SUMMARY (counts of the file corpus)."""
+    from _support import SUMMARY
+    for line in SUMMARY.values():
+        terminalreporter.write_line(line)
+
+
 def pytest_collection_modifyitems(config, items):
     if HAS_GPU:
         return
