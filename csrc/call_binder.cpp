@@ -154,13 +154,26 @@ void CallBinder::key_value(size_t i, const Arg& a, ArgSig& s) const {
   if (p.kind == ParamKind::kAuto && a.kind == ArgKind::kBytes)
     detail::param_type_error(def_.decl(), i, "is `auto`; extension bytes need a declared parameter type.");
   if (a.kind == ArgKind::kBytes) {
-    // Bytes carry no type, so they cannot decide a template parameter the type names.
-    const auto names = def_.decl().template_param_names();
-    for (const std::string& id : identifiers_of(p.type))
-      if (std::find(names.begin(), names.end(), id) != names.end())
-        detail::param_type_error(def_.decl(), i, "has type `" + p.type + "`, which depends on template parameter `" +
-                          id + "`; extension bytes cannot decide it. Pass a value the "
-                          "kernel can deduce `" + id + "` from, or declare a concrete type.");
+    // Bytes carry no type, so they cannot decide a template parameter the type names: another
+    // parameter's type must name it (the argument there decides it), or template_args give it.
+    const KernelDecl& d = def_.decl();
+    const auto names = d.template_param_names();
+    const TemplateArguments given = split_template_args(def_.options().template_args);
+    for (const std::string& id : identifiers_of(p.type)) {
+      const auto at = std::find(names.begin(), names.end(), id);
+      if (at == names.end()) continue;
+      bool decided = static_cast<size_t>(at - names.begin()) < given.positional.size();
+      for (const auto& [name, value] : given.named) decided = decided || name == id;
+      for (size_t j = 0; j < d.params.size() && !decided; ++j) {
+        if (j == i) continue;
+        for (const std::string& other : identifiers_of(d.params[j].type)) decided = decided || other == id;
+      }
+      if (!decided)
+        detail::param_type_error(d, i, "has type `" + p.type + "`, which depends on template parameter `" +
+                          id + "`; bytes cannot decide it, and no other parameter's type names it. "
+                          "Give it in template_args (cj.jit(..., template_args={'" + id +
+                          "': ...})), or declare a concrete type.");
+    }
   }
   if (p.tag && a.kind != ArgKind::kBytes) {
     if (a.kind != ArgKind::kBool && a.kind != ArgKind::kInt)

@@ -44,6 +44,7 @@ using CXFile = void*;
 using CXClientData = void*;
 using CXCursorVisitor = int (*)(CXCursor, CXCursor, CXClientData);
 using CXInclusionVisitor = void (*)(CXFile, CXSourceLocation*, unsigned, CXClientData);
+using CXFieldVisitor = int (*)(CXCursor, CXClientData);
 
 // Enumerator values of clang-c/Index.h.
 constexpr int kCursorFunctionDecl = 8, kCursorParmDecl = 10,
@@ -104,7 +105,14 @@ constexpr int kDiagnosticError = 3, kDiagnosticFatal = 4;
   X(clang_getArrayElementType, CXType (*)(CXType))                                                \
   X(clang_isCursorDefinition, unsigned (*)(CXCursor))                                             \
   X(clang_getCursorAvailability, int (*)(CXCursor))                                               \
-  X(clang_CXXMethod_isDefaulted, unsigned (*)(CXCursor))
+  X(clang_CXXMethod_isDefaulted, unsigned (*)(CXCursor))                                          \
+  X(clang_getTypedefDeclUnderlyingType, CXType (*)(CXCursor))                                     \
+  X(clang_getCanonicalType, CXType (*)(CXType))                                                   \
+  X(clang_Type_getSizeOf, long long (*)(CXType))                                                  \
+  X(clang_Type_getAlignOf, long long (*)(CXType))                                                 \
+  X(clang_Type_visitFields, unsigned (*)(CXType, CXFieldVisitor, CXClientData))                   \
+  X(clang_Cursor_getOffsetOfField, long long (*)(CXCursor))                                       \
+  X(clang_getArraySize, long long (*)(CXType))
 
 struct LibclangApi {
 #define CJ_DECLARE_CLANG(name, type) \

@@ -6,6 +6,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -458,6 +459,34 @@ NamedHelper named_helper(const KernelDecl& d, const TemplateArguments& given) {
 
 }  // namespace
 
+// The argument type of parameter `p` for argument `s`: argument_cpp_type, except for the bytes of
+// a struct whose type depends on template parameters, and for a pointer
+// to a template parameter given explicitly as a type that is no dtype (`State*` with State = a
+// cuRAND state): the tensor's storage then holds such structs, and the pointer is passed as one
+// to them (the launch checks the storage against the struct's size and alignment).
+std::string pointee_as_given(const KernelDecl& d, const TemplateArguments& given, const Param& p,
+                             const ArgSig& s) {
+  std::string type = argument_cpp_type(p, s);
+  if (s.kind == ArgKind::kBytes) {
+    // Bytes of a type that names the kernel's template parameters (`interval_gpu<T>`): a value
+    // that converts to whatever the parameter becomes (a non-deduced context of the helper).
+    const std::vector<std::string> names = d.template_param_names();
+    for (const std::string& id : identifiers_of(p.type))
+      if (std::find(names.begin(), names.end(), id) != names.end()) return "::cj::detail::any_value";
+    return type;
+  }
+  if (p.kind != ParamKind::kPointer || s.kind != ArgKind::kTensor || !p.element_dependent)
+    return type;
+  std::string value;
+  const std::vector<TemplateParam> params = d.template_parameters();
+  for (size_t i = 0; i < params.size() && i < given.positional.size(); ++i)
+    if (params[i].name == p.element) value = given.positional[i];
+  for (const auto& [name, v] : given.named)
+    if (name == p.element) value = v;
+  if (value.empty() || type_code_of(value) != TypeCode::kUnknown) return type;
+  return (p.is_const ? "const " : "") + value + "*";
+}
+
 Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
                                  const std::string& template_args, const std::string& tag) {
   TORCH_INTERNAL_ASSERT(key.size == d.params.size(), "key size ", key.size, " != params ",
@@ -491,7 +520,8 @@ Instantiation make_instantiation(const KernelDecl& d, const SpecKey& key,
   if (!helper_args.empty()) os << "<" << helper_args << ">";
   os << "(::cj::detail::priority<1>{}";
   for (size_t i = 0; i < d.params.size(); ++i)
-    os << ", ::cj::detail::declval<" << argument_cpp_type(d.params[i], key.args[i]) << ">()";
+    os << ", ::cj::detail::declval<" << pointee_as_given(d, given, d.params[i], key.args[i])
+       << ">()";
   os << "));\n";
   inst.alias_definition = os.str();
   inst.kernel_expression = kernel;

@@ -12,6 +12,7 @@ from typing import Sequence
 from ._args import arch_number, coerce
 from ._compiled import CompiledKernel
 from ._extensions import Params
+from ._structs import StructArgs
 from ._loader import _C
 
 
@@ -55,6 +56,9 @@ class KernelParts:
         self.core = core
         self._script_object = script_object
         self._params = tuple(Parameter(**p) for p in definition.params)
+        # Struct parameters passed by value take objects, dicts and tuples (see _structs).
+        structs = StructArgs(definition, self._params)
+        self.structs = structs if structs.indexes else None
         # How each parameter travels through the cudajit::launch op (see _op._OpLauncher).
         self.op_roles = tuple(p.role for p in self._params)
         # Grid and block shapes whose low-occupancy warning was given (see Launch).
@@ -143,7 +147,10 @@ class KernelParts:
 
     def bound(self, args, kwargs) -> tuple:
         """Call arguments bound to the parameters, each as the C++ core takes it."""
-        return tuple(coerce(a) for a in self.bind(args, kwargs))
+        args = self.bind(args, kwargs)
+        if self.structs is not None:
+            args = self.structs.convert(args)
+        return tuple(coerce(a) for a in args)
 
     def prepared(self, args, kwargs, stream, retr: list) -> tuple:
         """Call arguments bound to the parameters and converted by the extensions' prepare_args
@@ -161,6 +168,8 @@ class KernelParts:
                 else:
                     out.append(new)
             args = out
+        if self.structs is not None:
+            args = self.structs.convert(tuple(args))
         return tuple(coerce(a) for a in args)
 
     def examples(self, args, kwargs) -> tuple:

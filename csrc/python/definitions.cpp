@@ -6,8 +6,14 @@
 #include "state_dict.h"
 
 #include "../ops/kernel_object.h"
+#include "../specialization.h"
+#include "../struct_layout.h"
 
 #include <pybind11/stl.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
 #include <torch/csrc/jit/python/pybind_utils.h>
 
 namespace py = pybind11;
@@ -71,6 +77,58 @@ void bind_definitions(py::module_& m) {
         return state_dict(d.state());
       })
       .def_property_readonly("name", &KernelDefinition::name)
+      .def_property_readonly("struct_params",
+                             [](const KernelDefinition& d) {
+                               // Scalars of a type that is no number: a struct passed by value.
+                               std::vector<size_t> out;
+                               const KernelDecl& k = d.decl();
+                               const std::vector<std::string> names = k.template_param_names();
+                               for (size_t i = 0; i < k.params.size(); ++i) {
+                                 const Param& p = k.params[i];
+                                 if (p.kind != ParamKind::kScalar || p.tag) continue;
+                                 const std::string t = scalar_type_of(p);
+                                 if (type_code_of(t) != TypeCode::kUnknown || t == "auto" ||
+                                     std::find(names.begin(), names.end(), t) != names.end())
+                                   continue;
+                                 out.push_back(i);
+                               }
+                               return out;
+                             })
+      .def_property_readonly("template_param_names",
+                             [](const KernelDefinition& d) { return d.decl().template_param_names(); })
+      .def(
+          "param_layout",
+          [](const KernelDefinition& d, size_t param, const std::map<std::string, std::string>& deduced) {
+            TypeLayout t;
+            {
+              py::gil_scoped_release release;
+              t = param_layout(d, param, deduced);
+            }
+            std::function<py::list(const std::vector<FieldLayout>&)> fields =
+                [&](const std::vector<FieldLayout>& fs) {
+                  py::list out;
+                  for (const FieldLayout& f : fs) {
+                    py::dict e;
+                    e["name"] = f.name;
+                    e["offset"] = f.offset;
+                    e["size"] = f.size;
+                    e["kind"] = std::string(1, f.kind);
+                    e["count"] = f.count;
+                    e["type"] = f.type;
+                    e["fields"] = fields(f.fields);
+                    out.append(e);
+                  }
+                  return out;
+                };
+            py::dict out;
+            out["type"] = t.type;
+            out["size"] = t.size;
+            out["align"] = t.align;
+            out["is_record"] = t.is_record;
+            out["fields"] = fields(t.fields);
+            return out;
+          },
+          py::arg("param"), py::arg("deduced") = std::map<std::string, std::string>{})
       .def_property_readonly("source", [](const KernelDefinition& d) { return d.program().source(); })
       .def_property_readonly("is_template", [](const KernelDefinition& d) { return d.decl().is_template; })
       .def_property_readonly("fingerprint", &KernelDefinition::fingerprint)

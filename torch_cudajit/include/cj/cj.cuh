@@ -560,6 +560,11 @@ template <> struct priority<0> {};
 
 /// Makes a parameter a non-deduced context, so that scalars follow the tensors' types.
 template <class T> struct nondeduced { using type = T; };
+// A value of any type (only in unevaluated deduction: the struct bytes of a parameter whose type
+// the kernel's template parameters decide).
+struct any_value {
+  template <class U> __device__ operator U() const;
+};
 
 template <class T> __device__ T&& declval();
 
