@@ -203,7 +203,10 @@ std::string argument_cpp_type(const Param& p, const ArgSig& s) {
     case ArgKind::kInt: return "long long";
     case ArgKind::kFloat: return "double";
     case ArgKind::kBool: return "bool";
-    case ArgKind::kComplex: return "::cj::complex<double>";
+    // A complex parameter of another library's type (thrust::complex<T>, cuda::std::complex<T>,
+    // cuDoubleComplex) takes the value as its own type: its layout is torch's.
+    case ArgKind::kComplex:
+      return is_complex(type_code_of(scalar_type_of(p))) ? scalar_type_of(p) : "::cj::complex<double>";
     case ArgKind::kBytes: return p.type;
     // Converts to any pointer; its parameter is a non-deduced context (deduction_helper).
     case ArgKind::kAddress: return "decltype(nullptr)";

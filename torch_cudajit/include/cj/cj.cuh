@@ -587,7 +587,24 @@ struct KSig : Sig<P...> {
 };
 
 // Type codes shared with the host (cj/abi.h: TypeCodes).
-template <class T> struct type_code { static constexpr int value = ::cj::abi::kTypeUnknown; };
+// Another library's complex type (thrust::complex<T>, cuda::std::complex<T>, CuPy's
+// thrust::complex): a class template of one floating-point type with real() and imag(), laid out
+// as (real, imaginary) in twice the size of T, as torch's complex dtypes are.
+template <class A, class B> struct same_type { static constexpr bool value = false; };
+template <class A> struct same_type<A, A> { static constexpr bool value = true; };
+template <class C, class = void> struct complex_like {
+  static constexpr int value = ::cj::abi::kTypeUnknown;
+};
+template <template <class...> class C, class T>
+struct complex_like<C<T>, decltype(void(::cj::detail::declval<const C<T>&>().real()),
+                                   void(::cj::detail::declval<const C<T>&>().imag()))> {
+  static constexpr int value =
+      sizeof(C<T>) != 2 * sizeof(T) || alignof(C<T>) != 2 * sizeof(T) ? ::cj::abi::kTypeUnknown
+      : same_type<T, float>::value                                 ? ::cj::abi::kTypeComplexFloat
+      : same_type<T, double>::value                                ? ::cj::abi::kTypeComplexDouble
+                                                                   : ::cj::abi::kTypeUnknown;
+};
+template <class T> struct type_code : complex_like<T> {};
 template <class T> struct type_code<T*> { static constexpr int value = ::cj::abi::kTypePointer; };
 template <class T, int N, class L> struct type_code<::cj::Array<T, N, L>> { static constexpr int value = ::cj::abi::kTypeArray; };
 template <> struct type_code<bool> { static constexpr int value = ::cj::abi::kTypeBool; };
