@@ -113,7 +113,7 @@ CompileError::CompileError(std::string kernel_name, std::string arch,
             for (const auto& o : options) os << " " << o;
             os << "\nNVRTC log:\n" << detail::condensed_log(log);
             const std::string excerpt =
-                detail::source_excerpt(source, detail::nvrtc_error_lines(log, filename));
+                detail::source_excerpt(source, detail::nvrtc_error_lines(log, filename, source));
             if (!excerpt.empty())
               os << "\nSource (" << filename << "; CompileError.source has all of it, numbered):\n"
                  << excerpt;

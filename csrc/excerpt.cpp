@@ -2,6 +2,8 @@
 #include "excerpt.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <sstream>
 
 namespace torch_cudajit::detail {
@@ -49,20 +51,48 @@ std::string source_excerpt(const std::string& source, std::vector<size_t> lines,
   return out;
 }
 
-std::vector<size_t> nvrtc_error_lines(const std::string& log, const std::string& filename) {
+std::vector<size_t> nvrtc_error_lines(const std::string& log, const std::string& filename,
+                                      const std::string& source) {
+  // The source's #line directives (a whole file with its headers written in): which line of
+  // the source each (file, line) NVRTC names is.
+  std::map<std::pair<std::string, size_t>, size_t> physical;
+  bool directives = false;
+  {
+    std::string file = filename;
+    size_t presumed = 1, number = 1;
+    std::istringstream is(source);
+    for (std::string l; std::getline(is, l); ++number) {
+      if (l.compare(0, 6, "#line ") == 0) {
+        directives = true;
+        presumed = std::strtoul(l.c_str() + 6, nullptr, 10);
+        const size_t q = l.find('"'), r = l.rfind('"');
+        if (q != std::string::npos && r > q) file = l.substr(q + 1, r - q - 1);
+        continue;
+      }
+      physical.emplace(std::make_pair(file, presumed++), number);
+    }
+  }
   std::vector<size_t> lines;
   std::istringstream is(log);
   std::string line;
-  const std::string prefix = filename + "(";
   while (std::getline(is, line)) {
-    if (line.compare(0, prefix.size(), prefix) != 0) continue;
-    const size_t close = line.find(')', prefix.size());
+    const size_t open = line.find('(');
+    if (open == std::string::npos || open == 0) continue;
+    const std::string file = line.substr(0, open);
+    if (file != filename && !directives) continue;
+    const size_t close = line.find(')', open);
     if (close == std::string::npos || line.find("error", close) == std::string::npos) continue;
-    const std::string digits = line.substr(prefix.size(), close - prefix.size());
+    const std::string digits = line.substr(open + 1, close - open - 1);
     if (digits.empty() || digits.size() > 9 ||
         !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
       continue;
-    lines.push_back(std::stoul(digits));
+    const size_t n = std::stoul(digits);
+    if (!directives) {
+      lines.push_back(n);
+      continue;
+    }
+    auto it = physical.find({file, n});
+    if (it != physical.end()) lines.push_back(it->second);
   }
   return lines;
 }

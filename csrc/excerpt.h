@@ -21,7 +21,10 @@ std::string numbered_lines(const std::string& source, size_t first, size_t last)
 std::string source_excerpt(const std::string& source, std::vector<size_t> lines,
                            size_t context = 2);
 
-/// The 1-based lines of `filename` that NVRTC's log reports errors at ("name(12): error: ...").
-std::vector<size_t> nvrtc_error_lines(const std::string& log, const std::string& filename);
+/// The 1-based lines of `source` (named `filename`) that NVRTC's log reports errors at
+/// ("name(12): error: ..."). A source with #line directives (a whole file with the user's headers
+/// written in) maps each file and line the log names back to the source's own line.
+std::vector<size_t> nvrtc_error_lines(const std::string& log, const std::string& filename,
+                                      const std::string& source = "");
 
 }  // namespace torch_cudajit::detail

@@ -102,7 +102,8 @@ def _is_struct_value(value) -> bool:
     if value is None or isinstance(value, (numbers.Number, bytes, bytearray, str)):
         return False
     if isinstance(value, torch.Tensor):
-        return value.dim() == 1 and value.dtype == torch.uint8 and value.device.type == "cpu"
+        # A 0-d tensor is a number; any other is the struct's bytes or a mistake pack names.
+        return value.dim() >= 1
     return not hasattr(value, "__cuda_array_interface__") and not hasattr(value, "__dlpack__")
 
 

@@ -70,5 +70,32 @@ TEST(ExcerptTest, FindsTheErrorLinesOfOneFile) {
   }
 }
 
+TEST(ExcerptTest, MapsLineDirectivesBackToTheSource) {
+  // A whole file with a header written in: NVRTC names the header's lines and the file's lines
+  // after it; the excerpt shows the source's own lines.
+  const std::string source =
+      "#include <x.h>\n"              // 1
+      "#line 1 \"/p/common.h\"\n"  // 2
+      "int a;\n"                      // 3: common.h line 1
+      "int b;\n"                      // 4: common.h line 2
+      "#line 2 \"/p/main.cu\"\n"   // 5
+      "int c;\n"                      // 6: main.cu line 2
+      "int d;\n";                     // 7: main.cu line 3
+  struct Case {
+    const char* what;
+    std::string log;
+    std::vector<size_t> expected;
+  };
+  const std::vector<Case> cases = {
+      {"a header's line", "/p/common.h(2): error: x\n", {4}},
+      {"the file's line after the header", "/p/main.cu(3): error: y\n", {7}},
+      {"a line no directive names", "/p/other.h(1): error: z\n", {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    EXPECT_EQ(nvrtc_error_lines(c.log, "/p/main.cu", source), c.expected);
+  }
+}
+
 }  // namespace
 }  // namespace torch_cudajit::detail

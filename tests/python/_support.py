@@ -294,3 +294,41 @@ def run_cpp_example(example: str, script: str, program: str, env_var: str, folde
                           capture_output=True, text=True, timeout=300,
                           env={k: v for k, v in env.items()
                                if k not in ("PYTHONPATH", "TORCH_CUDAJIT_LIBCLANG")})
+
+
+#: cuRAND's device API with the state type a template parameter (test_whole_file*.py): `init`
+#: seeds one state per thread, `draw` writes one uniform number per thread.
+CURAND_SOURCE = r"""#include <curand_kernel.h>
+template <typename State>
+__global__ void init(State* states, unsigned long long seed, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) curand_init(seed, i, 0, &states[i]);
+}
+template <typename State>
+__global__ void draw(State* states, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = curand_uniform(&states[i]);
+}
+"""
+
+
+#: Other libraries' complex types as kernel parameters (test_whole_file*.py): a short CuPy-style
+#: thrust::complex (real(), imag(), laid out as (re, im)) and cuda::std::complex.
+COMPLEX_SOURCE = r"""#include <cuda/std/complex>
+namespace thrust {
+template <class T> struct alignas(2 * sizeof(T)) complex {
+  T re, im;
+  __device__ T real() const { return re; }
+  __device__ T imag() const { return im; }
+  __device__ complex operator*(complex o) const { return {re * o.re - im * o.im, re * o.im + im * o.re}; }
+};
+}
+__global__ void t(thrust::complex<double>* x, const thrust::complex<double>* y, thrust::complex<double> a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = y[i] * a;
+}
+__global__ void s(cuda::std::complex<float>* x, cuda::std::complex<float> a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+"""

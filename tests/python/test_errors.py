@@ -7,6 +7,8 @@ keyword (the Python slow path): see _support.CALL_PATHS.
 """
 import re
 
+import pathlib
+
 import pytest
 import torch
 
@@ -561,16 +563,16 @@ def test_file_name_as_source(tmp_path, monkeypatch, exists):
     with pytest.raises(ValueError, match=r"jit takes the text of a CUDA C\+\+ source, and got "
                                          r"'kernels/add.cu', which looks like a file name"
                                          + (r" \(the file exists\)" if exists else "") +
-                                         r"\. To compile a file, pass its text and its name: "
-                                         r"cj\.jit\(open\(path\)\.read\(\), filename=path\)"):
+                                         r"\. To compile a file, pass it as a path object: "
+                                         r"cj\.jit\(pathlib\.Path\('kernels/add\.cu'\)\) "
+                                         r"\(or cj\.load\('kernels/add\.cu'\)\)"):
         tcj.jit("kernels/add.cu")
     if exists:  # the advice works, quoted #includes included
         (tmp_path / "kernels" / "add.cu").write_text(
             '#include "value.cuh"\n__global__ void k(float* x) { x[0] = VALUE; }\n')
         (tmp_path / "kernels" / "value.cuh").write_text("#define VALUE 2.0f\n")
-        path = "kernels/add.cu"
-        k = tcj.jit(open(path).read(), filename=path)
-        assert k.name == "k" and k.compile(torch.empty(1), arch=ARCH).target == "sm_90"
+        for k in (tcj.jit(pathlib.Path("kernels/add.cu")), tcj.load("kernels/add.cu")):
+            assert k.name == "k" and k.compile(torch.empty(1), arch=ARCH).target == "sm_90"
 
 
 def test_one_line_source_is_not_taken_for_a_file_name():

@@ -552,12 +552,15 @@ def test_tag_rejects(value, exc, match):
 
 def test_bytes_for_a_dependent_struct_name_the_template_parameter():
     src = ("template <typename T> struct Box { T v; };\n"
-           "template <typename T>\n__global__ void k(T* out, Box<T> b) { out[0] = b.v; }")
-    k = cj.jit(src)
-    with pytest.raises(TypeError, match=r"parameter 'b' \(Box<T>\) of kernel 'k' has type `Box<T>`, "
-                                        r"which depends on template parameter `T`; extension bytes "
-                                        r"cannot decide it"):
-        k.compile(meta(4), bytes(4), arch=ARCH)
+           "template <typename T>\n__global__ void k(T* out, Box<T> b) { out[0] = b.v; }\n"
+           "template <typename T>\n__global__ void alone(float* out, Box<T> b) { out[0] = b.v; }")
+    # Another parameter's type names T: the tensor decides it, the bytes are a Box<float>.
+    cj.jit(src, "k").compile(meta(4), bytes(4), arch=ARCH)
+    with pytest.raises(TypeError, match=r"parameter 'b' \(Box<T>\) of kernel 'alone' has type "
+                                        r"`Box<T>`, which depends on template parameter `T`; bytes "
+                                        r"cannot decide it, and no other parameter's type names it"):
+        cj.jit(src, "alone").compile(meta(4), bytes(4), arch=ARCH)
+    cj.jit(src, "alone", template_args={"T": "int"}).compile(meta(4), bytes(4), arch=ARCH)
 
 
 @pytest.mark.gpu

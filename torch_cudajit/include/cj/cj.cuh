@@ -563,7 +563,7 @@ template <class T> struct nondeduced { using type = T; };
 // A value of any type (only in unevaluated deduction: the struct bytes of a parameter whose type
 // the kernel's template parameters decide).
 struct any_value {
-  template <class U> __device__ operator U() const;
+  template <class CjU> __device__ operator CjU() const;
 };
 
 template <class T> __device__ T&& declval();
@@ -590,21 +590,22 @@ struct KSig : Sig<P...> {
 // Another library's complex type (thrust::complex<T>, cuda::std::complex<T>, CuPy's
 // thrust::complex): a class template of one floating-point type with real() and imag(), laid out
 // as (real, imaginary) in twice the size of T, as torch's complex dtypes are.
-template <class A, class B> struct same_type { static constexpr bool value = false; };
-template <class A> struct same_type<A, A> { static constexpr bool value = true; };
-template <class C, class = void> struct complex_like {
+template <class CjX, class CjY> struct same_type { static constexpr bool value = false; };
+template <class CjX> struct same_type<CjX, CjX> { static constexpr bool value = true; };
+template <class CjC, class = void> struct complex_like {
   static constexpr int value = ::cj::abi::kTypeUnknown;
 };
-template <template <class...> class C, class T>
-struct complex_like<C<T>, decltype(void(::cj::detail::declval<const C<T>&>().real()),
-                                   void(::cj::detail::declval<const C<T>&>().imag()))> {
+template <template <class...> class CjTmpl, class CjT>
+struct complex_like<CjTmpl<CjT>, decltype(void(::cj::detail::declval<const CjTmpl<CjT>&>().real()),
+                                         void(::cj::detail::declval<const CjTmpl<CjT>&>().imag()))> {
   static constexpr int value =
-      sizeof(C<T>) != 2 * sizeof(T) || alignof(C<T>) != 2 * sizeof(T) ? ::cj::abi::kTypeUnknown
-      : same_type<T, float>::value                                 ? ::cj::abi::kTypeComplexFloat
-      : same_type<T, double>::value                                ? ::cj::abi::kTypeComplexDouble
-                                                                   : ::cj::abi::kTypeUnknown;
+      sizeof(CjTmpl<CjT>) != 2 * sizeof(CjT) || alignof(CjTmpl<CjT>) != 2 * sizeof(CjT)
+          ? ::cj::abi::kTypeUnknown
+      : same_type<CjT, float>::value  ? ::cj::abi::kTypeComplexFloat
+      : same_type<CjT, double>::value ? ::cj::abi::kTypeComplexDouble
+                                      : ::cj::abi::kTypeUnknown;
 };
-template <class T> struct type_code : complex_like<T> {};
+template <class CjT> struct type_code : complex_like<CjT> {};
 template <class T> struct type_code<T*> { static constexpr int value = ::cj::abi::kTypePointer; };
 template <class T, int N, class L> struct type_code<::cj::Array<T, N, L>> { static constexpr int value = ::cj::abi::kTypeArray; };
 template <> struct type_code<bool> { static constexpr int value = ::cj::abi::kTypeBool; };
