@@ -356,7 +356,8 @@ class Pass {
     const auto& c = libclang();
     const unsigned a = attrs_of(cursor);
     if (a & (kDevice | kConstant | kShared)) return;
-    if ((a & kOther) && find_word(f.text, "__managed__", begin, end) != std::string::npos) return;
+    // __managed__ has no attribute cursor of its own: its spelling tells.
+    if (find_word(f.text, "__managed__", begin, end) != std::string::npos) return;
     CXType t = c.clang_getCursorType(cursor);
     while (t.kind == kTypeConstantArray || t.kind == kTypeIncompleteArray)
       t = c.clang_getArrayElementType(t);

@@ -332,3 +332,17 @@ __global__ void s(cuda::std::complex<float>* x, cuda::std::complex<float> a, int
   if (i < n) x[i] *= a;
 }
 """
+
+
+def has_header(name: str) -> bool:
+    """Whether a CUDA header is in the folders NVRTC searches (the toolkit's, or NVIDIA's wheels',
+    which hold fewer: no cuRAND headers come with torch)."""
+    return any(os.path.exists(os.path.join(d, name)) for d in _C.default_include_dirs())
+
+
+#: Skips a test that needs cuRAND's device headers.
+needs_curand = pytest.mark.skipif(not has_header("curand_kernel.h"),
+                                  reason="needs cuRAND's headers (curand_kernel.h)")
+#: Skips a test that needs CUDA's device runtime library (libcudadevrt.a).
+needs_cudadevrt = pytest.mark.skipif(not _C.cudadevrt_library(),
+                                     reason="needs CUDA's device runtime library (libcudadevrt.a)")

@@ -15,7 +15,7 @@ import torch
 
 import torch_cudajit as cj
 
-from _support import COMPLEX_SOURCE, CURAND_SOURCE
+from _support import COMPLEX_SOURCE, CURAND_SOURCE, needs_cudadevrt, needs_curand
 
 ARCH = "sm_90"
 
@@ -179,6 +179,7 @@ __global__ void k(float* x, uint n, ushort s, ulong l, u_char c) { x[0] = n + s 
     k.compile(meta(), 1, 2, 3, 4, arch=ARCH)
 
 
+@needs_cudadevrt
 def test_device_runtime_is_linked_when_used():
     k = cj.jit(r"""
 __global__ void child(float* x) { x[threadIdx.x] = 1; }
@@ -194,6 +195,7 @@ __global__ void parent(float* x) { child<<<1, 32>>>(x); }""", "parent")
 CURAND = CURAND_SOURCE
 
 
+@needs_curand
 @pytest.mark.parametrize("state,size", [("curandStateXORWOW_t", 48),
                                         ("curandStatePhilox4_32_10_t", 64),
                                         ("curandStateMRG32k3a_t", 48)])

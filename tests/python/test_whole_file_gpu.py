@@ -12,7 +12,7 @@ import torch
 
 import torch_cudajit as cj
 
-from _support import COMPLEX_SOURCE, CURAND_SOURCE
+from _support import COMPLEX_SOURCE, CURAND_SOURCE, needs_cudadevrt, needs_curand
 
 pytestmark = pytest.mark.gpu
 
@@ -138,6 +138,7 @@ def test_other_libraries_complex_types():
 CURAND = CURAND_SOURCE
 
 
+@needs_curand
 @pytest.mark.parametrize("state,size", [("curandStateXORWOW_t", 48), ("curandStatePhilox4_32_10_t", 64)])
 def test_curand_states_in_a_byte_tensor(state, size):
     n = 4096
@@ -155,6 +156,7 @@ def test_curand_states_in_a_byte_tensor(state, size):
     torch.testing.assert_close(out, out2)  # the same seed, the same numbers
 
 
+@needs_cudadevrt
 def test_device_side_launch_and_device_runtime():
     parent = cj.jit(r"""
 __global__ void child(float* x, int n) {
