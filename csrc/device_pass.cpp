@@ -6,9 +6,13 @@
 // headers written in at their first include behind #line directives.
 #include "device_pass.h"
 
+#include "cache.h"
+#include "dependencies.h"
 #include "file_io.h"
 #include "frontend.h"
 #include "libclang.h"
+#include "reading.h"
+#include "sha256.h"
 
 #include <c10/util/Exception.h>
 
@@ -641,9 +645,95 @@ std::string absolute(const std::string& path) {
 }  // namespace
 }  // namespace detail
 
+namespace detail {
+namespace {
+
+constexpr const char* kDeviceRecordTag = "torch_cudajit device source 1";
+
+// The disk cache key of a file's device side before its headers are known: the file (its text
+// and name) as the front end reads it, and the libclang that reads it.
+std::string device_source_key(const std::string& text, const std::string& path,
+                              const std::vector<std::string>& args) {
+  Sha256 h;
+  h.field(kDeviceRecordTag).field(source_key(text, path, args)).field(libclang_identity());
+  return h.hex_digest();
+}
+
+std::string encode_device_record(const std::string& key, const DeviceSource& d) {
+  std::string payload;
+  put_str(payload, d.text);
+  put_str(payload, d.path);
+  put_u64(payload, d.files.size());
+  for (const auto& f : d.files) put_str(payload, f);
+  put_u64(payload, d.notes.size());
+  for (const auto& n : d.notes) put_str(payload, n);
+  std::string out;
+  put_str(out, kDeviceRecordTag);
+  put_str(out, key);
+  put_str(out, sha256_hex(payload));
+  put_str(out, payload);
+  return out;
+}
+
+// The device side a record holds; nothing when it is damaged or belongs to another key.
+std::optional<DeviceSource> decode_device_record(const std::string& key, const std::string& bytes) {
+  ByteReader r{bytes};
+  const std::string tag = r.str(), record_key = r.str(), digest = r.str(), payload = r.str();
+  if (!r.ok || r.pos != bytes.size() || tag != kDeviceRecordTag || record_key != key ||
+      sha256_hex(payload) != digest)
+    return std::nullopt;
+  ByteReader p{payload};
+  DeviceSource d;
+  d.text = p.str();
+  d.path = p.str();
+  for (uint64_t i = 0, n = p.count(); i < n && p.ok; ++i) d.files.push_back(p.str());
+  for (uint64_t i = 0, n = p.count(); i < n && p.ok; ++i) d.notes.push_back(p.str());
+  if (!p.ok || p.pos != payload.size()) return std::nullopt;
+  return d;
+}
+
+// The device side of `text` (the file `main`), read by the front end: one pass, and a second
+// when a header that was found was left out. `deps` receives the files read.
+DeviceSource read_device_source(const std::string& main, const std::string& text,
+                                const std::vector<std::string>& args, Dependencies& deps) {
+  const std::vector<std::string> system_dirs = default_include_dirs();
+  // Clang's own constexpr functions are then host-only, as NVRTC and nvcc see them.
+  const std::vector<std::string> extra = {"-fno-cuda-host-device-constexpr"};
+  DeviceSource out;
+  bool again = false;
+  FrontendReads reads;
+  with_translation_unit(main, text, args, extra, [&](CXTranslationUnit tu) {
+    Pass pass(tu, main, text, system_dirs);
+    out = pass.run();
+    again = pass.dropped_found_;
+  }, &reads);
+  // A header left out although found (a host library's) may have declared types that kept
+  // declarations use: a second pass over the result leaves out what no longer compiles.
+  if (again) {
+    with_translation_unit(main, out.text, args, extra, [&](CXTranslationUnit tu) {
+      DeviceSource second = Pass(tu, main, out.text, system_dirs).run();
+      out.text = std::move(second.text);
+      out.notes.insert(out.notes.end(), second.notes.begin(), second.notes.end());
+    });
+  }
+  const std::string toolkit = toolkit_include_dir();
+  deps = dependencies_of(reads.files, toolkit);
+  // Headers that were not found are left out: creating one where it is looked for changes
+  // the result, and so does any file added to those folders.
+  for (const std::string& dir : header_search_folders(args))
+    deps.files.push_back({dir, key_digest(dir, toolkit)});
+  std::sort(deps.files.begin(), deps.files.end(),
+            [](const FileDigest& a, const FileDigest& b) { return a.path < b.path; });
+  deps.files.erase(std::unique(deps.files.begin(), deps.files.end()), deps.files.end());
+  return out;
+}
+
+}  // namespace
+}  // namespace detail
+
 DeviceSource device_source(const std::string& path, const std::vector<std::string>& options,
                            const std::string& std, int arch,
-                           const std::optional<std::string>& given) {
+                           const std::optional<std::string>& given, bool use_cache) {
   const std::string main = given ? path : detail::absolute(path);
   std::string text;
   if (given) text = *given;
@@ -651,26 +741,37 @@ DeviceSource device_source(const std::string& path, const std::vector<std::strin
     TORCH_CHECK_VALUE(detail::read_file(main, text), "torch_cudajit: cannot read the CUDA file '",
                       path, "' (", detail::errno_text(),
                       "); pass the path of an existing .cu file.");
-  std::vector<std::string> system_dirs = default_include_dirs();
   const std::vector<std::string> args = frontend_args(options, std, arch, main);
-  // Clang's own constexpr functions are then host-only, as NVRTC and nvcc see them.
-  const std::vector<std::string> extra = {"-fno-cuda-host-device-constexpr"};
-  DeviceSource out;
-  bool again = false;
-  detail::with_translation_unit(main, text, args, extra, [&](detail::CXTranslationUnit tu) {
-    detail::Pass pass(tu, main, text, system_dirs);
-    out = pass.run();
-    again = pass.dropped_found_;
-  });
-  // A header left out although found (a host library's) may have declared types that kept
-  // declarations use: a second pass over the result leaves out what no longer compiles.
-  if (again) {
-    detail::with_translation_unit(main, out.text, args, extra, [&](detail::CXTranslationUnit tu) {
-      DeviceSource second = detail::Pass(tu, main, out.text, system_dirs).run();
-      out.text = std::move(second.text);
-      out.notes.insert(out.notes.end(), second.notes.begin(), second.notes.end());
-    });
+  DiskCache& cache = DiskCache::instance();
+  Dependencies deps;
+  if (!use_cache || !cache.usable()) return detail::read_device_source(main, text, args, deps);
+  // As a source's reflection (reading.h): a manifest of the file lists seen under the file's
+  // key, and a record per list; a list whose files all hold their digests gives the record,
+  // and nothing is parsed.
+  const std::string key = detail::device_source_key(text, main, args);
+  const std::string toolkit = toolkit_include_dir();
+  std::vector<std::vector<FileDigest>> entries;
+  if (std::optional<std::string> bytes = cache.load_manifest(key))
+    if (auto decoded = decode_manifest(key, *bytes)) entries = std::move(*decoded);
+  for (const std::vector<FileDigest>& files : entries) {
+    if (!files_unchanged(files, toolkit)) continue;
+    Dependencies seen;
+    seen.files = files;
+    const std::string rkey = reflection_key(key, seen);
+    if (std::optional<std::string> record = cache.load_reflection(rkey)) {
+      if (auto d = detail::decode_device_record(rkey, *record)) return std::move(*d);
+      cache.reject_reflection(rkey, "the device source record is damaged or of another file");
+    }
+    break;
   }
+  DeviceSource out = detail::read_device_source(main, text, args, deps);
+  if (!deps.exact()) return out;
+  const std::string rkey = reflection_key(key, deps);
+  cache.store_reflection(rkey, detail::encode_device_record(rkey, out));
+  entries.erase(std::remove(entries.begin(), entries.end(), deps.files), entries.end());
+  entries.insert(entries.begin(), deps.files);
+  if (entries.size() > kManifestEntries) entries.resize(kManifestEntries);
+  cache.store_manifest(key, encode_manifest(key, entries));
   return out;
 }
 

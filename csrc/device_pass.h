@@ -44,9 +44,13 @@ struct DeviceSource {
 /// declarations that do not compile in device code (they name host-only types), includes of
 /// headers that cannot be found, and of headers that declare host functions (cuBLAS, NCCL, ...).
 /// With `text`, that is the file's text (an open file's contents), and `path` only names it.
+/// With `use_cache` and a usable disk cache, the result is kept there as a source's reflection
+/// is (reading.h): a later process that finds the file, every header it read and the folders
+/// headers are looked for unchanged reads nothing again.
 /// Throws c10::ValueError when the file cannot be read, naming it.
 DeviceSource device_source(const std::string& path, const std::vector<std::string>& options,
                            const std::string& std = "c++17", int arch = kDefaultFrontendArch,
-                           const std::optional<std::string>& text = std::nullopt);
+                           const std::optional<std::string>& text = std::nullopt,
+                           bool use_cache = true);
 
 }  // namespace torch_cudajit

@@ -846,7 +846,8 @@ namespace detail {
 void with_translation_unit(const std::string& path, const std::string& text,
                            const std::vector<std::string>& args,
                            const std::vector<std::string>& extra,
-                           const std::function<void(CXTranslationUnit)>& fn) {
+                           const std::function<void(CXTranslationUnit)>& fn,
+                           FrontendReads* reads) {
   std::vector<std::string> argv = clang_argv(args);
   argv.insert(argv.end(), extra.begin(), extra.end());
   refuse_special_includes(text, argv);
@@ -864,6 +865,10 @@ void with_translation_unit(const std::string& path, const std::string& text,
       ~Dispose() { libclang().clang_disposeTranslationUnit(tu); }
     } dispose{tu};
     fn(tu);
+    if (reads != nullptr) {
+      reads->files = inclusions(tu);
+      reads->missing = missing_header(tu);
+    }
   });
 }
 

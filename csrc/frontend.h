@@ -93,12 +93,14 @@ namespace detail {
 /// folders, macros and standard from `args`, the front end's prelude) but whole: function bodies
 /// included, with a detailed preprocessing record (inclusion directives and macro definitions
 /// are cursors), and `extra` added to Clang's arguments. The unit is disposed of when `fn`
-/// returns; it runs under the front end's lock, on its large stack. Throws c10::ValueError for a
-/// header that is a special file (as parse_kernels).
+/// returns; it runs under the front end's lock, on its large stack. `reads`, when given,
+/// receives the files the parse read (as parse_kernels'). Throws c10::ValueError for a header
+/// that is a special file (as parse_kernels).
 void with_translation_unit(const std::string& path, const std::string& text,
                            const std::vector<std::string>& args,
                            const std::vector<std::string>& extra,
-                           const std::function<void(CXTranslationUnit)>& fn);
+                           const std::function<void(CXTranslationUnit)>& fn,
+                           FrontendReads* reads = nullptr);
 
 }  // namespace detail
 }  // namespace torch_cudajit

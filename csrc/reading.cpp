@@ -31,7 +31,9 @@ constexpr const char* kRecordTag = "torch_cudajit reflection record 1";
 // where the program's own headers are looked for (its folder, the user's include folders).
 // A header that does not exist is not among the files read, yet `__has_include` of it turns
 // true once it is created there; a folder's modification time changes when that happens.
-std::vector<std::string> search_folders(const std::vector<std::string>& args) {
+}  // namespace
+
+std::vector<std::string> header_search_folders(const std::vector<std::string>& args) {
   std::vector<std::string> out;
   bool user = false;  // the user's -I folders follow the pre-included cj/cj.cuh
   for (size_t i = 0; i < args.size(); ++i) {
@@ -41,6 +43,8 @@ std::vector<std::string> search_folders(const std::vector<std::string>& args) {
   }
   return out;
 }
+
+namespace {
 
 // Whether a source or one of the user's headers it read asks if a header exists. The plugin's
 // and the toolkit's headers are pinned by their versions.
@@ -71,7 +75,7 @@ SourceReading parse(const std::string& source, const std::string& filename,
   if (!reads.missing.empty())
     out.deps.inexact = "the front end could not find a header (" + reads.missing + ")";
   if (out.deps.exact() && probes_headers(source, out.deps, toolkit)) {
-    for (const std::string& dir : search_folders(args))
+    for (const std::string& dir : header_search_folders(args))
       out.deps.files.push_back({dir, key_digest(dir, toolkit)});
     std::sort(out.deps.files.begin(), out.deps.files.end(),
               [](const FileDigest& a, const FileDigest& b) { return a.path < b.path; });

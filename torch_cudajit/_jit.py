@@ -107,7 +107,7 @@ def jit(source, name: str | None = None, *, options: Iterable[str] = (),
     if isinstance(source, str):
         _check_not_a_path(source)
     elif isinstance(source, os.PathLike) or hasattr(source, "read"):
-        read = _device_source(source, opts, std, "source")
+        read = _device_source(source, opts, std, "source", cache)
         source, filename = read.text, read.path
     else:
         raise TypeError(f"source must be a str of CUDA C++, a path object or an open file, got "
@@ -165,10 +165,10 @@ def device_source(file, *, options: Iterable[str] = (), include_dirs: Iterable[s
     """
     _check_std(std)
     opts = _nvrtc_options(options, include_dirs, defines, False, None, True)
-    return _device_source(file, opts, std, "file")
+    return _device_source(file, opts, std, "file", True)
 
 
-def _device_source(file, opts, std, what) -> DeviceSource:
+def _device_source(file, opts, std, what, cache) -> DeviceSource:
     """The device side of a file given as a path or an open file (``what`` names the argument
     in messages)."""
     text = None
@@ -191,7 +191,7 @@ def _device_source(file, opts, std, what) -> DeviceSource:
         raise ValueError(f"{what}: the CUDA file '{os.fspath(path)}' does not exist; pass the "
                          f"path of a .cu file (a str is read as source text: pass "
                          f"pathlib.Path(...) for a file)")
-    d = _C.device_source(path, opts, std, text=text)
+    d = _C.device_source(path, opts, std, text=text, cache=cache)
     return DeviceSource(d["text"], d["path"], tuple(d["files"]), tuple(d["notes"]))
 
 

@@ -178,11 +178,11 @@ void bind_runtime(py::module_& m) {
   m.def(
       "device_source",
       [](const std::string& path, const std::vector<std::string>& options, const std::string& std,
-         int arch, std::optional<std::string> text) {
+         int arch, std::optional<std::string> text, bool cache) {
         DeviceSource d;
         {
           py::gil_scoped_release release;
-          d = device_source(path, options, std, arch, text);
+          d = device_source(path, options, std, arch, text, cache);
         }
         py::dict out;
         out["text"] = d.text;
@@ -192,7 +192,8 @@ void bind_runtime(py::module_& m) {
         return out;
       },
       py::arg("path"), py::arg("options"), py::arg("std") = "c++17",
-      py::arg("arch") = kDefaultFrontendArch, py::arg("text") = py::none());
+      py::arg("arch") = kDefaultFrontendArch, py::arg("text") = py::none(),
+      py::arg("cache") = true);
   m.def("nvrtc_library_file", &torch_cudajit::detail::nvrtc_library_file);
   m.def("cuda_include_dir", &cuda_include_dir);
   m.def("nvrtc_compile_count", &nvrtc_compile_count);

@@ -283,3 +283,19 @@ def test_other_libraries_complex_types_bind_complex_tensors_and_values():
     m = cj.jit(COMPLEX)
     m["t"].compile(meta(dtype=torch.complex128), meta(dtype=torch.complex128), 1 + 2j, 64, arch=ARCH)
     m["s"].compile(meta(dtype=torch.complex64), 1 - 1j, 64, arch=ARCH)
+
+
+def test_device_source_is_kept_in_the_disk_cache(tmp_path, cache_dir):
+    (tmp_path / "common.cuh").write_text(COMMON)
+    path = tmp_path / "mixed.cu"
+    path.write_text(MIXED)
+    first = cj.device_source(path)
+    parses = cj._C.frontend_parse_count()
+    again = cj.device_source(path)
+    assert again == first and cj._C.frontend_parse_count() == parses  # nothing read again
+    # A header that changes, and a missing one that appears, make the file be read again.
+    (tmp_path / "common.cuh").write_text(COMMON.replace("2.0f * v", "3.0f * v"))
+    assert "3.0f * v" in cj.device_source(path).text
+    (tmp_path / "helper_cuda_missing.h").write_text("#define checkCudaErrors(x) (x)\n")
+    assert any(f.endswith("helper_cuda_missing.h") for f in cj.device_source(path).files)
+    assert cj._C.frontend_parse_count() > parses
