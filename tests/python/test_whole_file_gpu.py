@@ -5,6 +5,7 @@ taking Python and numpy ints of any width that fits. Random inputs, outputs pois
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -180,3 +181,21 @@ def test_int_parameters_take_ints_of_any_width_that_fits(value):
     assert out.item() == int(value)
     with pytest.raises((ValueError, OverflowError), match="int"):
         k[1, 1](out, 2**31)
+
+
+def test_cupy_thrust_complex_header():
+    """CuPy's own thrust::complex (cupy/complex.cuh, as CuPy's RawKernel tests include it)."""
+    cupy = pytest.importorskip("cupy")
+    include = os.path.join(os.path.dirname(cupy.__file__), "_core", "include")
+    if not os.path.exists(os.path.join(include, "cupy", "complex.cuh")):
+        pytest.skip("this CuPy ships no cupy/complex.cuh")
+    k = cj.jit(r"""#include <cupy/complex.cuh>
+__global__ void mul(thrust::complex<double>* x, const thrust::complex<double>* y,
+                    thrust::complex<double> a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = y[i] * a;
+}""", include_dirs=[include])
+    y = torch.randn(200, device="cuda", dtype=torch.complex128)
+    x = torch.full_like(y, complex("nan+nanj"))
+    k[2, 128](x, y, 0.5 + 2j, np.int64(200))
+    torch.testing.assert_close(x, y * (0.5 + 2j))
