@@ -210,6 +210,10 @@ class Pass {
     return f;
   }
 
+  bool is_frontend_stand_in(const std::string& path) const {
+    return !system_dirs_.empty() && path.rfind(system_dirs_.front() + "/cj/frontend/", 0) == 0;
+  }
+
   bool is_user_file(const std::string& path) const {
     if (path.empty() || path[0] != '/' || path.rfind("/torch_cudajit/", 0) == 0) return false;
     for (const std::string& dir : system_dirs_)
@@ -233,9 +237,17 @@ class Pass {
   }
 
   // The first of Clang's errors in [begin, end) of `f` that no edit leaves out; nullptr if none.
+  // Only errors of a missing declaration count: what a header that is not found, or that was
+  // left out, would have declared. Others may be the front end's alone (an incomplete type where
+  // NVRTC declares the type itself, as torch's wheels' headers do): NVRTC judges those.
   const std::string* error_in(const FileState& f, size_t begin, size_t end) const {
     for (const auto& [off, text] : f.errors) {
       if (off < begin || off >= end) continue;
+      bool missing = false;
+      for (const char* kind : {"unknown type name", "undeclared identifier", "no template named",
+                               "no type named", "no member named", "unknown template name"})
+        missing = missing || text.find(kind) != std::string::npos;
+      if (!missing) continue;
       bool covered = false;
       for (const Edit& e : f.edits)
         covered = covered || (e.kind == Edit::kBlank && off >= e.begin && off < e.end);
@@ -548,6 +560,8 @@ class Pass {
       memo[p] = "";  // cycles end here
       auto f = files_.find(p);
       std::string found = f != files_.end() && f->second.declares_host ? p : "";
+      // The front end's stand-ins for NVRTC's built-in headers are not what NVRTC reads.
+      if (is_frontend_stand_in(p)) return memo[p] = "";
       for (const std::string& child : v.children[p]) {
         if (!found.empty()) break;
         found = host_under(child);

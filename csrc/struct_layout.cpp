@@ -185,6 +185,12 @@ TypeLayout param_layout(const KernelDefinition& def, size_t param,
     out.is_record = top.kind == 'r';
     out.fields = std::move(top.fields);
     if (out.size == 0) error = "Clang could not lay it out (an incomplete or invalid type)";
+    // A struct Clang found invalid has no fields to visit: a field's type it does not know
+    // (with only NVIDIA's wheels' headers, CUDA's vector types are NVRTC's own built-ins).
+    else if (out.is_record && out.fields.empty() && detail::libclang().clang_getNumDiagnostics(tu) > 0)
+      error = "Clang could not read its fields (a field of a type the front end does not know, "
+              "such as a CUDA vector type when only NVIDIA's wheels' headers are installed); "
+              "pass the struct's bytes instead";
   });
   TORCH_CHECK_VALUE(error.empty(), "torch_cudajit: the layout of parameter '", p.name, "' (",
                     p.type, ") of kernel '", decl.name, "' cannot be read: ", error, ".");

@@ -49,14 +49,22 @@ CACHE_DIR = pathlib.Path(tempfile.gettempdir()) / "torch_cudajit_llmc_reference"
 ARCH = "sm_90"
 
 
+@functools.lru_cache(maxsize=None)
 def nvcc_path() -> str | None:
-    """nvcc from PATH, $CUDA_HOME/bin or /usr/local/cuda/bin; None when there is none."""
-    found = shutil.which("nvcc")
-    if found:
-        return found
+    """nvcc from PATH, $CUDA_HOME/bin or /usr/local/cuda/bin that runs (a wrapper left behind by
+    a toolkit that is gone does not); None when there is none."""
+    candidates = [shutil.which("nvcc")]
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and os.access(os.path.join(home, "bin", "nvcc"), os.X_OK):
-            return os.path.join(home, "bin", "nvcc")
+        if home:
+            candidates.append(os.path.join(home, "bin", "nvcc"))
+    for path in candidates:
+        if not path or not os.access(path, os.X_OK):
+            continue
+        try:
+            if subprocess.run([path, "--version"], capture_output=True, timeout=60).returncode == 0:
+                return path
+        except (OSError, subprocess.SubprocessError):
+            continue
     return None
 
 

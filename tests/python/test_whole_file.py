@@ -15,7 +15,7 @@ import torch
 
 import torch_cudajit as cj
 
-from _support import COMPLEX_SOURCE, CURAND_SOURCE, needs_cudadevrt, needs_curand
+from _support import COMPLEX_SOURCE, CURAND_SOURCE, has_header, needs_cudadevrt, needs_curand
 
 ARCH = "sm_90"
 
@@ -209,8 +209,9 @@ def test_curand_states_as_template_arguments(state, size):
 
 
 STRUCTS = r"""#include <cuda_fp16.h>
-struct Inner { short s; float2 v; };
-struct Params { float a; int b; double c; __half h; Inner in; unsigned char raw[3]; };
+struct alignas(8) Pair { float x, y; };
+struct Inner { short s; Pair v; };
+struct Params { float a; int b; double c; unsigned short h; Inner in; unsigned char raw[3]; };
 __global__ void k(Params p, float* out) { out[0] = p.a + p.b + p.c; }
 namespace ns {
 template <typename T> struct interval_gpu { T lo, hi; };
@@ -222,7 +223,7 @@ template <typename T> __global__ void width(interval_gpu<T> iv, T* out) { out[0]
 def expected_params_bytes(a, b, c, h, s, vx, vy, raw):
     buf = bytearray(48)
     struct.pack_into("<fid", buf, 0, a, b, c)
-    struct.pack_into("<e", buf, 16, h)
+    struct.pack_into("<H", buf, 16, h)
     struct.pack_into("<h", buf, 24, s)
     struct.pack_into("<ff", buf, 32, vx, vy)
     buf[40:43] = bytes(raw)
@@ -237,12 +238,12 @@ class Inner:
 
 def test_struct_arguments_pack_from_tuples_dicts_and_objects():
     k = cj.jit(STRUCTS, "k")
-    want = expected_params_bytes(1.5, -2, 3.25, 0.5, 7, 1.0, 2.0, [1, 2, 3])
-    values = (1.5, -2, 3.25, 0.5, (7, (1.0, 2.0)), [1, 2, 3])
-    as_dict = {"a": 1.5, "b": -2, "c": 3.25, "h": 0.5, "in": {"s": 7, "v": {"x": 1.0, "y": 2.0}},
+    want = expected_params_bytes(1.5, -2, 3.25, 5, 7, 1.0, 2.0, [1, 2, 3])
+    values = (1.5, -2, 3.25, 5, (7, (1.0, 2.0)), [1, 2, 3])
+    as_dict = {"a": 1.5, "b": -2, "c": 3.25, "h": 5, "in": {"s": 7, "v": {"x": 1.0, "y": 2.0}},
                "raw": [1, 2, 3]}
     Params = collections.namedtuple("Params", "a b c h inner raw")
-    obj = type("P", (), {"a": 1.5, "b": -2, "c": 3.25, "h": 0.5, "in": Inner(7, (1.0, 2.0)),
+    obj = type("P", (), {"a": 1.5, "b": -2, "c": 3.25, "h": 5, "in": Inner(7, (1.0, 2.0)),
                          "raw": torch.tensor([1, 2, 3])})()
     for value in (values, as_dict, Params(*values), obj, torch.frombuffer(bytearray(want), dtype=torch.uint8)):
         assert k._parts.structs.pack(0, value) == want
@@ -252,9 +253,9 @@ def test_struct_arguments_pack_from_tuples_dicts_and_objects():
 @pytest.mark.parametrize("value,error,match", [
     ((1.0, 2), TypeError, r"'p' is a Params with 6 field\(s\) \(a, b, c, h, in, raw\); got a tuple of 2"),
     ({"a": 1.0}, TypeError, r"the dict given for it lacks b, c, h, in, raw"),
-    ((1.0, 2**40, 3.0, 0.5, (1, (1, 2)), [1, 2, 3]), ValueError, r"'p\.b' is a int \(4 bytes\); 1099511627776 does not fit"),
-    ((1.0, 2.5, 3.0, 0.5, (1, (1, 2)), [1, 2, 3]), TypeError, r"'p\.b' is a int; got float"),
-    ((1.0, 2, 3.0, 0.5, (1, (1, 2)), [1, 2]), TypeError, r"'p\.raw' is an array of 3"),
+    ((1.0, 2**40, 3.0, 5, (1, (1, 2)), [1, 2, 3]), ValueError, r"'p\.b' is a int \(4 bytes\); 1099511627776 does not fit"),
+    ((1.0, 2.5, 3.0, 5, (1, (1, 2)), [1, 2, 3]), TypeError, r"'p\.b' is a int; got float"),
+    ((1.0, 2, 3.0, 5, (1, (1, 2)), [1, 2]), TypeError, r"'p\.raw' is an array of 3"),
     (torch.zeros(9, dtype=torch.uint8), ValueError, r"struct of 48 bytes \(Params\); got a uint8 tensor of 9 bytes"),
     (torch.zeros(48, dtype=torch.int16), TypeError, r"a 1-d uint8 CPU tensor"),
 ])
@@ -262,6 +263,19 @@ def test_struct_argument_errors_name_the_field(value, error, match):
     k = cj.jit(STRUCTS, "k")
     with pytest.raises(error, match=match):
         k.compile(value, meta(), arch=ARCH)
+
+
+@pytest.mark.skipif(not has_header("crt/host_config.h"),
+                    reason="the front end lays out __half with the CUDA toolkit's headers (NVIDIA's "
+                           "wheels' declare it for NVRTC's built-ins)")
+def test_struct_16_bit_float_fields():
+    k = cj.jit("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+               "struct H { __half h; __nv_bfloat16 b; float f; };\n"
+               "__global__ void k(H v, float* out) { out[0] = v.f; }")
+    got = k._parts.structs.pack(0, (0.5, 1.5, 2.0))
+    bf16 = torch.tensor(1.5, dtype=torch.bfloat16).view(torch.int16).item() & 0xFFFF
+    assert got == struct.pack("<eHf", 0.5, bf16, 2.0)
+    k.compile((0.5, 1.5, 2.0), meta(), arch=ARCH)
 
 
 def test_struct_template_deduced_from_the_other_arguments():
