@@ -10,7 +10,10 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -90,11 +93,51 @@ std::string range_of(TypeCode code) {
   }
 }
 
+// The type of parameter `i` in a compiled kernel's demangled signature, pointer removed ("" when
+// it cannot be read): what a pointee written as a template parameter became.
+std::string compiled_pointee(const std::string& lowered, size_t i) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(lowered.c_str(), nullptr, nullptr, &status);
+  const std::string text = status == 0 && d != nullptr ? d : "";
+  std::free(d);
+  if (text.empty() || text.back() != ')') return "";
+  // The parameter list: from the '(' that matches the last ')'.
+  int depth = 0;
+  size_t open = std::string::npos;
+  for (size_t k = text.size(); k-- > 0;) {
+    if (text[k] == ')') ++depth;
+    if (text[k] == '(' && --depth == 0) {
+      open = k;
+      break;
+    }
+  }
+  if (open == std::string::npos) return "";
+  std::vector<std::string> params(1);
+  depth = 0;
+  for (size_t k = open + 1; k + 1 < text.size(); ++k) {
+    const char c = text[k];
+    depth += (c == '<' || c == '(' || c == '[') ? 1 : (c == '>' || c == ')' || c == ']') ? -1 : 0;
+    if (c == ',' && depth == 0) params.emplace_back();
+    else if (!(c == ' ' && params.back().empty())) params.back() += c;
+  }
+  if (i >= params.size()) return "";
+  std::string t = params[i];
+  while (!t.empty() && (t.back() == '*' || t.back() == ' ')) t.pop_back();
+  if (t.rfind("const ", 0) == 0) t.erase(0, 6);
+  return t;
+}
+
 // Checks one pointer argument's address and size against the slot's pointee.
 void check_pointee(const KernelDecl& decl, size_t i, const Specialization::Slot& slot,
-                   const ArgSig& sig, const Arg& a, uintptr_t address) {
+                   const ArgSig& sig, const Arg& a, uintptr_t address,
+                   const std::string& lowered) {
   const uint32_t align = slot.pointee_align, size = slot.pointee_size;
-  const Param& p = decl.params[i];
+  Param p = decl.params[i];
+  // `State*` compiled as `curandStatePhilox4_32_10*`: the message names both.
+  if (p.element_dependent) {
+    const std::string compiled = compiled_pointee(lowered, i);
+    if (!compiled.empty() && compiled != p.element) p.element += "` = `" + compiled;
+  }
   if (a.kind == ArgKind::kAddress) {
     if (align > 1 && address % align != 0)
       detail::param_value_error(decl, i, "points to `" + p.element + "` (" + std::to_string(size) + " bytes, " +
@@ -136,7 +179,7 @@ void check_pointees(const KernelDecl& decl, const Specialization& spec, const Ar
     const uintptr_t address = args[i].kind == ArgKind::kAddress
                                   ? static_cast<uintptr_t>(args[i].u)
                                   : reinterpret_cast<uintptr_t>(args[i].tensor->data_ptr());
-    check_pointee(decl, i, slot, spec.key.args[i], args[i], address);
+    check_pointee(decl, i, slot, spec.key.args[i], args[i], address, spec.lowered_name);
   }
 }
 
@@ -222,13 +265,15 @@ void pack(const KernelDecl& decl, const Specialization& spec, const Arg* args, s
       case PackOp::kPointer: {
         void* address = device_address(*a.tensor);
         if (slot.pointee_align != 0)
-          check_pointee(decl, i, slot, spec.key.args[i], a, reinterpret_cast<uintptr_t>(address));
+          check_pointee(decl, i, slot, spec.key.args[i], a, reinterpret_cast<uintptr_t>(address),
+                        spec.lowered_name);
         store(dst, address);
         break;
       }
       case PackOp::kAddress:
         if (slot.pointee_align != 0)
-          check_pointee(decl, i, slot, spec.key.args[i], a, static_cast<uintptr_t>(a.u));
+          check_pointee(decl, i, slot, spec.key.args[i], a, static_cast<uintptr_t>(a.u),
+                        spec.lowered_name);
         store(dst, a.u);
         break;
       case PackOp::kTensorScalar: {

@@ -204,7 +204,8 @@ def test_curand_states_as_template_arguments(state, size):
     init.compile(meta(8 * size, torch.uint8), 1, 8, arch=ARCH)
     # Any tensor whose storage holds the structs: float32, 4 bytes each.
     init.compile(meta(8 * size // 4, torch.float32), 1, 8, arch=ARCH)
-    with pytest.raises(ValueError, match=rf"multiple of {size} bytes"):
+    with pytest.raises(ValueError, match=rf"points to `State` = `{state.rstrip('_t')}\w*` and "
+                                         rf"needs .* a multiple of {size} bytes"):
         init.compile(meta(8 * size + 1, torch.uint8), 1, 8, arch=ARCH)
 
 
