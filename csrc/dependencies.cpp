@@ -57,11 +57,6 @@ std::unordered_map<std::string, Remembered>& memo() {
   return *m;
 }
 
-bool under(const std::string& path, const std::string& dir) {
-  return !dir.empty() && path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-         path[dir.size()] == '/';
-}
-
 }  // namespace
 
 std::string content_digest(const std::string& path) {
@@ -91,7 +86,7 @@ std::string key_digest(const std::string& path, const std::string& toolkit_dir) 
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return "dir:" + std::to_string(st.st_ino) + ":" + std::to_string(ns(st.st_mtim));
-  if (under(path, toolkit_dir)) {
+  if (detail::under_folder(path, toolkit_dir)) {
     Identity id;
     if (!identity_of(path, id)) return "";
     return "stat:" + std::to_string(id.size) + ":" + std::to_string(id.mtime_ns);
@@ -113,7 +108,7 @@ Dependencies dependencies_of(const std::vector<std::pair<std::string, std::strin
     // What the parse read must be what the file holds now; toolkit files are pinned by the
     // NVRTC version and are not read again.
     const bool same = !f.digest.empty() &&
-                      (under(path, toolkit_dir) || bytes_digest.empty() ||
+                      (detail::under_folder(path, toolkit_dir) || bytes_digest.empty() ||
                        bytes_digest == f.digest);
     if (!same && out.inexact.empty())
       out.inexact = "'" + path + "' changed while it was read";

@@ -8,11 +8,13 @@
 
 #include "cache.h"
 #include "dependencies.h"
+#include "excerpt.h"
 #include "file_io.h"
 #include "frontend.h"
 #include "libclang.h"
 #include "reading.h"
 #include "sha256.h"
+#include "tokens.h"
 
 #include <c10/util/Exception.h>
 
@@ -22,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace torch_cudajit {
 namespace detail {
@@ -56,7 +59,7 @@ struct Directive {
 
 // Attributes of a declaration that say where its code runs.
 enum Attr : unsigned {
-  kDevice = 1, kGlobal = 2, kHost = 4, kConstant = 8, kShared = 16, kOther = 32
+  kDevice = 1, kGlobal = 2, kConstant = 4, kShared = 8
 };
 
 unsigned attrs_of(CXCursor cursor) {
@@ -68,10 +71,8 @@ unsigned attrs_of(CXCursor cursor) {
         switch (libclang().clang_getCursorKind(c)) {
           case kCursorCudaDeviceAttr: bits |= kDevice; break;
           case kCursorCudaGlobalAttr: bits |= kGlobal; break;
-          case kCursorCudaHostAttr: bits |= kHost; break;
           case kCursorCudaConstantAttr: bits |= kConstant; break;
           case kCursorCudaSharedAttr: bits |= kShared; break;
-          case kCursorUnexposedAttr: bits |= kOther; break;
           default: break;
         }
         return kVisitContinue;
@@ -86,16 +87,12 @@ bool is_function(int kind) {
          kind == kCursorFunctionTemplate;
 }
 
-bool ident_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-}
-
 // Offset of the whole word `word` in text[begin, end), npos if absent.
 size_t find_word(const std::string& text, const std::string& word, size_t begin, size_t end) {
   for (size_t p = text.find(word, begin); p != std::string::npos && p + word.size() <= end;
        p = text.find(word, p + 1)) {
-    const bool left = p == 0 || !ident_char(text[p - 1]);
-    const bool right = p + word.size() >= text.size() || !ident_char(text[p + word.size()]);
+    const bool left = p == 0 || !is_ident_char(text[p - 1]);
+    const bool right = p + word.size() >= text.size() || !is_ident_char(text[p + word.size()]);
     if (left && right) return p;
   }
   return std::string::npos;
@@ -198,29 +195,13 @@ class Pass {
     auto it = files_.find(path);
     if (it != files_.end()) return it->second;
     FileState& f = files_[path];
-    f.user = is_user_file(path);
-    {
-      size_t size = 0;
-      const char* bytes = libclang().clang_getFileContents != nullptr && file != nullptr
-                              ? libclang().clang_getFileContents(tu_, file, &size)
-                              : nullptr;
-      if (bytes != nullptr) f.text.assign(bytes, size);
-      else read_file(path, f.text);
-    }
+    f.user = is_user_header(path, system_dirs_);
+    if (file != nullptr) unit_file_text(tu_, file, path, f.text);
     return f;
   }
 
   bool is_frontend_stand_in(const std::string& path) const {
     return !system_dirs_.empty() && path.rfind(system_dirs_.front() + "/cj/frontend/", 0) == 0;
-  }
-
-  bool is_user_file(const std::string& path) const {
-    if (path.empty() || path[0] != '/' || path.rfind("/torch_cudajit/", 0) == 0) return false;
-    for (const std::string& dir : system_dirs_)
-      if (!dir.empty() && path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-          path[dir.size()] == '/')
-        return false;
-    return true;
   }
 
   void collect_errors() {
@@ -273,24 +254,12 @@ class Pass {
   // name it (the second pass reads a text with the user's headers written in).
   void note(const std::string& path, unsigned line, const std::string& what) {
     std::string file = path;
+    size_t presumed = line;
     if (path == main_) {
-      const std::string& text = files_[main_].text;
-      unsigned l = 1, presumed = 1;
-      for (size_t pos = 0; pos < text.size() && l < line; ++l, ++presumed) {
-        const size_t eol = std::min(text.find('\n', pos), text.size());
-        if (text.compare(pos, 6, "#line ") == 0) {
-          const size_t q = text.find('"', pos);
-          presumed = static_cast<unsigned>(std::strtoul(text.c_str() + pos + 6, nullptr, 10)) - 1;
-          if (q != std::string::npos && q < eol) {
-            const size_t r = text.rfind('"', eol);
-            if (r > q) file = text.substr(q + 1, r - q - 1);
-          }
-        }
-        pos = eol + 1;
-      }
-      line = presumed;
+      const auto lines = presumed_lines(files_[main_].text, main_);
+      if (line >= 1 && line <= lines.size()) std::tie(file, presumed) = lines[line - 1];
     }
-    notes_.push_back(file + ":" + std::to_string(line) + ": " + what);
+    notes_.push_back(file + ":" + std::to_string(presumed) + ": " + what);
   }
 
   void top_level(CXCursor cursor) {
@@ -418,7 +387,7 @@ class Pass {
       size_t b = begin;
       while (b > 0 && std::isspace(static_cast<unsigned char>(f.text[b - 1]))) --b;
       if (b >= 7 && f.text.compare(b - 7, 7, "typedef") == 0 &&
-          (b == 7 || !ident_char(f.text[b - 8])))
+          (b == 7 || !is_ident_char(f.text[b - 8])))
         begin = b - 7;
       f.edits.push_back({begin, statement_end(f.text, end)});
       note(path, line,
@@ -583,8 +552,8 @@ class Pass {
                      std::vector<std::string>& order) {
     written.insert(path);
     order.push_back(path);
-    FileState& f = files_[path];
-    std::string text = f.text;
+    const FileState& f = files_[path];
+    const std::string& text = f.text;  // the map's elements stay put while headers render
     std::vector<Edit> edits = f.edits;
     // A header written into the source must not say `#pragma once` there.
     if (path != main_) {
@@ -604,28 +573,26 @@ class Pass {
     std::stable_sort(edits.begin(), edits.end(),
                      [](const Edit& a, const Edit& b) { return a.begin < b.begin; });
     std::string out;
+    // Text [b, e) blanked onto the output.
+    auto append_blank = [&](size_t b, size_t e) {
+      const size_t at = out.size();
+      out.append(text, b, e - b);
+      blank(out, at, out.size());
+    };
     size_t pos = 0;
     for (const Edit& e : edits) {
       if (e.begin < pos) {  // inside an edit already made: a larger blank covers it
         if (e.kind == Edit::kBlank && e.end > pos) {
-          std::string rest = text.substr(pos, e.end - pos);
-          blank(rest, 0, rest.size());
-          out += rest;
+          append_blank(pos, e.end);
           pos = e.end;
         }
         continue;
       }
       out.append(text, pos, e.begin - pos);
-      if (e.kind == Edit::kBlank) {
-        std::string part = text.substr(e.begin, e.end - e.begin);
-        blank(part, 0, part.size());
-        out += part;
+      if (e.kind == Edit::kBlank || (e.kind == Edit::kInclude && written.count(e.include))) {
+        append_blank(e.begin, e.end);
       } else if (e.kind == Edit::kInsert) {
         out += e.text;
-      } else if (written.count(e.include)) {
-        std::string part = text.substr(e.begin, e.end - e.begin);
-        blank(part, 0, part.size());
-        out += part;
       } else {
         out += "#line 1 " + quoted(e.include) + "\n";
         out += render(e.include, written, order);
@@ -734,11 +701,7 @@ DeviceSource read_device_source(const std::string& main, const std::string& text
   deps = dependencies_of(reads.files, toolkit);
   // Headers that were not found are left out: creating one where it is looked for changes
   // the result, and so does any file added to those folders.
-  for (const std::string& dir : header_search_folders(args))
-    deps.files.push_back({dir, key_digest(dir, toolkit)});
-  std::sort(deps.files.begin(), deps.files.end(),
-            [](const FileDigest& a, const FileDigest& b) { return a.path < b.path; });
-  deps.files.erase(std::unique(deps.files.begin(), deps.files.end()), deps.files.end());
+  add_search_folders(deps, args, toolkit);
   return out;
 }
 

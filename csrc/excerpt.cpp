@@ -51,26 +51,35 @@ std::string source_excerpt(const std::string& source, std::vector<size_t> lines,
   return out;
 }
 
+std::vector<std::pair<std::string, size_t>> presumed_lines(const std::string& source,
+                                                           const std::string& filename) {
+  std::vector<std::pair<std::string, size_t>> out;
+  std::string file = filename;
+  size_t presumed = 1;
+  std::istringstream is(source);
+  for (std::string l; std::getline(is, l);) {
+    if (l.compare(0, 6, "#line ") == 0) {
+      presumed = std::strtoul(l.c_str() + 6, nullptr, 10);
+      const size_t q = l.find('"'), r = l.rfind('"');
+      if (q != std::string::npos && r > q) file = l.substr(q + 1, r - q - 1);
+      out.emplace_back(file, 0);
+      continue;
+    }
+    out.emplace_back(file, presumed++);
+  }
+  return out;
+}
+
 std::vector<size_t> nvrtc_error_lines(const std::string& log, const std::string& filename,
                                       const std::string& source) {
   // The source's #line directives (a whole file with its headers written in): which line of
   // the source each (file, line) NVRTC names is.
   std::map<std::pair<std::string, size_t>, size_t> physical;
   bool directives = false;
-  {
-    std::string file = filename;
-    size_t presumed = 1, number = 1;
-    std::istringstream is(source);
-    for (std::string l; std::getline(is, l); ++number) {
-      if (l.compare(0, 6, "#line ") == 0) {
-        directives = true;
-        presumed = std::strtoul(l.c_str() + 6, nullptr, 10);
-        const size_t q = l.find('"'), r = l.rfind('"');
-        if (q != std::string::npos && r > q) file = l.substr(q + 1, r - q - 1);
-        continue;
-      }
-      physical.emplace(std::make_pair(file, presumed++), number);
-    }
+  const std::vector<std::pair<std::string, size_t>> presumed = presumed_lines(source, filename);
+  for (size_t i = 0; i < presumed.size(); ++i) {
+    if (presumed[i].second == 0) directives = true;
+    else physical.emplace(presumed[i], i + 1);
   }
   std::vector<size_t> lines;
   std::istringstream is(log);

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch_cudajit::detail {
@@ -20,6 +21,11 @@ std::string numbered_lines(const std::string& source, size_t first, size_t last)
 /// source when it has at most kWholeSourceLines lines, else "" (nothing worth showing).
 std::string source_excerpt(const std::string& source, std::vector<size_t> lines,
                            size_t context = 2);
+
+/// Each line of `source` (named `filename`) as its #line directives name it: (file, line), in
+/// order; a directive's own line is (the file it names, 0).
+std::vector<std::pair<std::string, size_t>> presumed_lines(const std::string& source,
+                                                           const std::string& filename);
 
 /// The 1-based lines of `source` (named `filename`) that NVRTC's log reports errors at
 /// ("name(12): error: ..."). A source with #line directives (a whole file with the user's headers

@@ -62,6 +62,11 @@ std::string dirname_of(const std::string& p) {
   return s == 0 ? "/" : p.substr(0, s);
 }
 
+bool under_folder(const std::string& path, const std::string& dir) {
+  return !dir.empty() && path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+         path[dir.size()] == '/';
+}
+
 std::string errno_text() { return std::strerror(errno); }
 
 void put_u32(std::string& out, uint32_t v) {

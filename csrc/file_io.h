@@ -32,6 +32,8 @@ bool read_file(const std::string& path, std::string& out);
 bool file_exists(const std::string& path);
 /// The folder part of a path ("." for a bare name).
 std::string dirname_of(const std::string& path);
+/// True when `path` lies in the folder `dir` or below it ("" is no folder).
+bool under_folder(const std::string& path, const std::string& dir);
 /// strerror(errno).
 std::string errno_text();
 

@@ -186,6 +186,20 @@ void read_kernel(CXCursor cursor, bool is_template, Walk& w) {
   w.out.push_back(std::move(k));
 }
 
+}  // namespace
+
+bool unit_file_text(CXTranslationUnit tu, CXFile file, const std::string& path, std::string& out) {
+  size_t size = 0;
+  const auto& c = libclang();
+  const char* bytes =
+      c.clang_getFileContents != nullptr ? c.clang_getFileContents(tu, file, &size) : nullptr;
+  if (bytes == nullptr) return read_file(path, out);
+  out.assign(bytes, size);
+  return true;
+}
+
+namespace {
+
 // Walks a declaration that lies in a header of the user's own (not under the plugin's or CUDA's
 // folders, nor the front end's): its kernels are read from the header's text, and taken as
 // declared elsewhere than the source (no layout rewrite: their Arrays take any layout).
@@ -196,18 +210,11 @@ void walk_user_header(CXCursor cursor, Walk& w) {
   c.clang_getFileLocation(c.clang_getCursorLocation(cursor), &file, &l, &col, &off);
   if (file == nullptr || w.tu == nullptr) return;
   const std::string path = take(c.clang_getFileName(file));
-  if (path.empty() || path[0] != '/' || path.rfind("/torch_cudajit/", 0) == 0 /* the front end's own files */) return;
-  for (const std::string& dir : w.system_dirs)
-    if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/')
-      return;
+  if (!is_user_header(path, w.system_dirs)) return;
   auto it = w.header_texts.find(file);
   if (it == w.header_texts.end()) {
     std::string text;
-    size_t size = 0;
-    const char* bytes =
-        c.clang_getFileContents != nullptr ? c.clang_getFileContents(w.tu, file, &size) : nullptr;
-    if (bytes != nullptr) text.assign(bytes, size);
-    else if (!read_file(path, text)) return;
+    if (!unit_file_text(w.tu, file, path, text)) return;
     it = w.header_texts.emplace(file, std::move(text)).first;
   }
   const size_t first = w.out.size();

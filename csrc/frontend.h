@@ -88,6 +88,10 @@ std::string frontend_identity();
 
 namespace detail {
 
+/// The bytes Clang read of `file` (at `path`) in `tu`; read from the disk with a libclang that
+/// cannot show them (before LLVM 16). False when neither works.
+bool unit_file_text(CXTranslationUnit tu, CXFile file, const std::string& path, std::string& out);
+
 /// Runs `fn` on the translation unit of `text` (held in memory under `path`, an absolute name:
 /// quoted includes are found beside it), parsed as parse_kernels parses a source (NVRTC's
 /// folders, macros and standard from `args`, the front end's prelude) but whole: function bodies

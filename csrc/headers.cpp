@@ -6,6 +6,7 @@
 #include "cuda_api.h"
 #include "file_io.h"
 #include "options.h"
+#include "tokens.h"
 
 #include <c10/util/Exception.h>
 
@@ -146,6 +147,13 @@ std::vector<std::string> default_include_dirs() {
 }
 
 
+bool is_user_header(const std::string& path, const std::vector<std::string>& system_dirs) {
+  if (path.empty() || path[0] != '/' || path.rfind("/torch_cudajit/", 0) == 0) return false;
+  for (const std::string& dir : system_dirs)
+    if (detail::under_folder(path, dir)) return false;
+  return true;
+}
+
 const std::vector<std::string>& host_platform_macros() {
   static const std::vector<std::string> macros = [] {
     std::vector<std::string> m;
@@ -174,18 +182,11 @@ const std::vector<std::string>& device_runtime_functions() {
     std::string text;
     const std::string dir = cuda_include_dir();
     if (!dir.empty() && detail::read_file(dir + "/cuda_device_runtime_api.h", text)) {
-      for (size_t p = text.find("cuda"); p != std::string::npos; p = text.find("cuda", p + 4)) {
-        if (p > 0 && (std::isalnum(static_cast<unsigned char>(text[p - 1])) || text[p - 1] == '_'))
-          continue;
-        size_t e = p + 4;
-        while (e < text.size() && (std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_'))
-          ++e;
-        size_t q = e;
-        while (q < text.size() && text[q] == ' ') ++q;
-        if (e - p > 4 && std::isupper(static_cast<unsigned char>(text[p + 4])) && q < text.size() &&
-            text[q] == '(')
-          out.push_back(text.substr(p, e - p));
-      }
+      const std::vector<detail::Token> t = detail::tokenize(text, 0, text.size());
+      for (size_t i = 0; i + 1 < t.size(); ++i)
+        if (t[i].ident && t[i + 1].text == "(" && t[i].text.size() > 4 &&
+            t[i].text.compare(0, 4, "cuda") == 0 && std::isupper(static_cast<unsigned char>(t[i].text[4])))
+          out.push_back(t[i].text);
     }
     for (const char* n : {"cudaGetParameterBuffer", "cudaLaunchDevice", "cudaGraphSetConditional",
                           "cudaDeviceSynchronize", "cudaGraphLaunch"})
@@ -207,14 +208,8 @@ bool uses_device_runtime(const std::string& text) {
   if (text.find("<<<") != std::string::npos) return true;
   if (text.find("cuda") == std::string::npos) return false;
   const std::vector<std::string>& names = device_runtime_functions();
-  for (size_t p = text.find("cuda"); p != std::string::npos; p = text.find("cuda", p + 4)) {
-    if (p > 0 && (std::isalnum(static_cast<unsigned char>(text[p - 1])) || text[p - 1] == '_'))
-      continue;
-    size_t e = p;
-    while (e < text.size() && (std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_'))
-      ++e;
-    if (std::binary_search(names.begin(), names.end(), text.substr(p, e - p))) return true;
-  }
+  for (const detail::Token& t : detail::tokenize(text, 0, text.size()))
+    if (t.ident && std::binary_search(names.begin(), names.end(), t.text)) return true;
   return false;
 }
 

@@ -49,6 +49,11 @@ std::string cudadevrt_library();
 /// The CUDA header folder whose files keys count by size and time (dependencies.h), the last of
 /// default_include_dirs; "" when the CUDA headers were not found.
 std::string toolkit_include_dir();
+/// True when `path` is a file of the user's own: an absolute path outside `system_dirs` (the
+/// plugin's and CUDA's folders, default_include_dirs) and outside the front end's in-memory
+/// files (/torch_cudajit/...). Kernels of such headers are the source's, and a whole file's
+/// device pass reads them as it reads the file.
+bool is_user_header(const std::string& path, const std::vector<std::string>& system_dirs);
 /// Overrides the package include directory (the Python package sets its own location).
 void set_package_include_dir(const std::string& dir);
 

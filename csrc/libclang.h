@@ -55,9 +55,8 @@ constexpr int kCursorFunctionDecl = 8, kCursorParmDecl = 10,
 constexpr int kCursorStructDecl = 2, kCursorUnionDecl = 3, kCursorClassDecl = 4,
               kCursorVarDecl = 9, kCursorCXXMethod = 21, kCursorConstructor = 24,
               kCursorDestructor = 25, kCursorConversionFunction = 26, kCursorClassTemplate = 31,
-              kCursorClassTemplatePartialSpecialization = 32, kCursorUnexposedAttr = 400,
-              kCursorCudaConstantAttr = 412, kCursorCudaDeviceAttr = 413,
-              kCursorCudaHostAttr = 415, kCursorCudaSharedAttr = 416,
+              kCursorClassTemplatePartialSpecialization = 32, kCursorCudaConstantAttr = 412,
+              kCursorCudaDeviceAttr = 413, kCursorCudaSharedAttr = 416,
               kCursorInclusionDirective = 503, kCursorFriendDecl = 603;
 constexpr int kTypeInvalid = 0, kTypeConstantArray = 112, kTypeIncompleteArray = 114;
 constexpr int kVisitBreak = 0, kVisitContinue = 1;

@@ -31,9 +31,7 @@ constexpr const char* kRecordTag = "torch_cudajit reflection record 1";
 // where the program's own headers are looked for (its folder, the user's include folders).
 // A header that does not exist is not among the files read, yet `__has_include` of it turns
 // true once it is created there; a folder's modification time changes when that happens.
-}  // namespace
-
-std::vector<std::string> header_search_folders(const std::vector<std::string>& args) {
+std::vector<std::string> search_folders(const std::vector<std::string>& args) {
   std::vector<std::string> out;
   bool user = false;  // the user's -I folders follow the pre-included cj/cj.cuh
   for (size_t i = 0; i < args.size(); ++i) {
@@ -42,6 +40,17 @@ std::vector<std::string> header_search_folders(const std::vector<std::string>& a
     else if (user && args[i].compare(0, 2, "-I") == 0) out.push_back(args[i].substr(2));
   }
   return out;
+}
+
+}  // namespace
+
+void add_search_folders(Dependencies& deps, const std::vector<std::string>& args,
+                        const std::string& toolkit) {
+  for (const std::string& dir : search_folders(args))
+    deps.files.push_back({dir, key_digest(dir, toolkit)});
+  std::sort(deps.files.begin(), deps.files.end(),
+            [](const FileDigest& a, const FileDigest& b) { return a.path < b.path; });
+  deps.files.erase(std::unique(deps.files.begin(), deps.files.end()), deps.files.end());
 }
 
 namespace {
@@ -74,14 +83,8 @@ SourceReading parse(const std::string& source, const std::string& filename,
   out.deps = dependencies_of(reads.files, toolkit);
   if (!reads.missing.empty())
     out.deps.inexact = "the front end could not find a header (" + reads.missing + ")";
-  if (out.deps.exact() && probes_headers(source, out.deps, toolkit)) {
-    for (const std::string& dir : header_search_folders(args))
-      out.deps.files.push_back({dir, key_digest(dir, toolkit)});
-    std::sort(out.deps.files.begin(), out.deps.files.end(),
-              [](const FileDigest& a, const FileDigest& b) { return a.path < b.path; });
-    out.deps.files.erase(std::unique(out.deps.files.begin(), out.deps.files.end()),
-                         out.deps.files.end());
-  }
+  if (out.deps.exact() && probes_headers(source, out.deps, toolkit))
+    add_search_folders(out.deps, args, toolkit);
   return out;
 }
 

@@ -35,11 +35,13 @@ struct SourceReading {
 std::string source_key(const std::string& source, const std::string& filename,
                        const std::vector<std::string>& frontend_args);
 
-/// The folders whose contents can change what a source read with these front-end arguments
-/// compiles to beyond the files it read: where the program's own headers are looked for (its
-/// folder, the user's include folders). A header that does not exist is not among the files
-/// read, yet it is found once it is created there; a folder's modification time changes then.
-std::vector<std::string> header_search_folders(const std::vector<std::string>& frontend_args);
+/// Adds to `deps` the folders whose contents can change what a source read with these
+/// front-end arguments compiles to beyond the files it read: where the program's own headers
+/// are looked for (its folder, the user's include folders). A header that does not exist is not
+/// among the files read, yet it is found once it is created there; a folder's modification time
+/// changes then. Each with its digest; the list stays sorted, each path once.
+void add_search_folders(Dependencies& deps, const std::vector<std::string>& frontend_args,
+                        const std::string& toolkit_dir);
 
 /// The disk cache key of a reflection record: the source key and the files read.
 std::string reflection_key(const std::string& source_key, const Dependencies& deps);

@@ -284,13 +284,20 @@ std::string helper_type(const std::string& type) {
 }
 }  // namespace
 
-namespace {
-// The namespaces around a kernel, as "a::b::" ("" at global scope).
 std::string scope_of(const KernelDecl& d) {
   const std::string& q = d.qualified_name;
   return q.size() > d.name.size() ? q.substr(0, q.size() - d.name.size()) : "";
 }
-}  // namespace
+
+std::pair<std::string, std::string> namespace_block(const KernelDecl& d) {
+  const std::string scope = scope_of(d);
+  std::string open, close;
+  for (size_t b = 0, e; (e = scope.find("::", b)) != std::string::npos; b = e + 2) {
+    open += "namespace " + scope.substr(b, e - b) + " {\n";
+    close += "}\n";
+  }
+  return {open, close};
+}
 
 namespace {
 
@@ -302,12 +309,7 @@ std::string helper_text(const KernelDecl& d, const SpecKey* key, const std::stri
                         const std::string& header, const std::string& kernel_ref) {
   // The helper goes in the kernel's namespace, where its parameter types mean what they mean
   // in the kernel's declaration.
-  const std::string scope = scope_of(d);
-  std::string open, close;
-  for (size_t b = 0, e; (e = scope.find("::", b)) != std::string::npos; b = e + 2) {
-    open += "namespace " + scope.substr(b, e - b) + " {\n";
-    close += "}\n";
-  }
+  const auto [open, close] = namespace_block(d);
   // Two overloads: the preferred one makes scalars non-deduced, so that `T alpha` takes the T
   // of the tensors; the fallback deduces scalars from the Python value's type. An address
   // (None, cj.DevicePointer) has no element type, so its parameter is never deduced: `const T*

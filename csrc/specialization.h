@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch_cudajit {
@@ -154,6 +155,13 @@ struct TemplateArguments {
   std::vector<std::string> positional;
   std::vector<std::pair<std::string, std::string>> named;  ///< (parameter name, argument)
 };
+
+/// The namespaces around a kernel, as "a::b::" ("" at global scope).
+std::string scope_of(const KernelDecl& d);
+/// The lines that open and close the kernel's namespaces around generated code, where its
+/// parameter types mean what they mean in its declaration ("namespace a {\n", "}\n"; both ""
+/// at global scope).
+std::pair<std::string, std::string> namespace_block(const KernelDecl& d);
 
 /// Splits a template argument list; a top-level `NAME=value` part is named (`==` is not).
 /// Throws c10::ValueError for a positional argument after a named one.

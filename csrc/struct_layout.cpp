@@ -86,13 +86,27 @@ void lay_out(CXType type, FieldLayout& out) {
 }  // namespace
 }  // namespace detail
 
+std::vector<size_t> struct_params(const KernelDecl& decl) {
+  std::vector<size_t> out;
+  const std::vector<std::string> names = decl.template_param_names();
+  for (size_t i = 0; i < decl.params.size(); ++i) {
+    const Param& p = decl.params[i];
+    if (p.kind != ParamKind::kScalar || p.tag) continue;
+    const std::string t = scalar_type_of(p);
+    if (type_code_of(t) != TypeCode::kUnknown || t == "auto" ||
+        std::find(names.begin(), names.end(), t) != names.end())
+      continue;
+    out.push_back(i);
+  }
+  return out;
+}
+
 TypeLayout param_layout(const KernelDefinition& def, size_t param,
                         const std::map<std::string, std::string>& deduced) {
   const KernelDecl& decl = def.decl();
   TORCH_CHECK_VALUE(param < decl.params.size(), "torch_cudajit: kernel '", decl.name, "' has ",
                     decl.params.size(), " parameters; parameter ", param, " does not exist.");
   const Param& p = decl.params[param];
-  const std::string scope = decl.qualified_name.substr(0, decl.qualified_name.size() - decl.name.size());
   // The alias in the kernel's namespace, where the parameter's type means what it means in the
   // kernel's declaration.
   std::string alias;
@@ -126,11 +140,7 @@ TypeLayout param_layout(const KernelDefinition& def, size_t param,
   }
   // Its size asked, so that a class template specialization is instantiated.
   alias += std::string("static_assert(sizeof(") + detail::kAlias + ") > 0, \"\");\n";
-  std::string open, close;
-  for (size_t b = 0, e; (e = scope.find("::", b)) != std::string::npos; b = e + 2) {
-    open += "namespace " + scope.substr(b, e - b) + " {\n";
-    close += "}\n";
-  }
+  const auto [open, close] = namespace_block(decl);
   const Program& program = def.program();
   const std::string text = program.source() + "\n" + open + alias + close;
   const std::string& filename = program.filename();

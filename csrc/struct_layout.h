@@ -13,6 +13,7 @@
 namespace torch_cudajit {
 
 class KernelDefinition;
+struct KernelDecl;
 
 /// One field of a struct (or an element type of an array field).
 struct FieldLayout {
@@ -35,6 +36,10 @@ struct TypeLayout {
   bool is_record = false;  ///< false: the type is no struct (a number, a typedef of one)
   std::vector<FieldLayout> fields;
 };
+
+/// The parameters of `decl` passed as structs by value: scalars whose type is no number, no tag
+/// and no bare template parameter (`Params p`, `interval_gpu<T> iv`), in order.
+std::vector<size_t> struct_params(const KernelDecl& decl);
 
 /// The layout of the type of parameter `param` of `def`'s kernel. A type that names the
 /// kernel's template parameters is read with them given by `def`'s explicit template arguments,

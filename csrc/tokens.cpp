@@ -8,12 +8,8 @@
 namespace torch_cudajit {
 namespace detail {
 
-namespace {
-
 bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
-
-}  // namespace
 
 // Tokens of masked text in [begin, end): identifiers, numbers, "::", and single characters.
 std::vector<Token> tokenize(const std::string& s, size_t begin, size_t end) {

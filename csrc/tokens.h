@@ -22,6 +22,10 @@ std::string mask_comments(const std::string& source);
 
 namespace torch_cudajit::detail {
 
+/// Whether `c` can start, or continue, a C++ identifier.
+bool is_ident_start(char c);
+bool is_ident_char(char c);
+
 /// One token of masked text.
 struct Token {
   std::string text;

@@ -78,22 +78,7 @@ void bind_definitions(py::module_& m) {
       })
       .def_property_readonly("name", &KernelDefinition::name)
       .def_property_readonly("struct_params",
-                             [](const KernelDefinition& d) {
-                               // Scalars of a type that is no number: a struct passed by value.
-                               std::vector<size_t> out;
-                               const KernelDecl& k = d.decl();
-                               const std::vector<std::string> names = k.template_param_names();
-                               for (size_t i = 0; i < k.params.size(); ++i) {
-                                 const Param& p = k.params[i];
-                                 if (p.kind != ParamKind::kScalar || p.tag) continue;
-                                 const std::string t = scalar_type_of(p);
-                                 if (type_code_of(t) != TypeCode::kUnknown || t == "auto" ||
-                                     std::find(names.begin(), names.end(), t) != names.end())
-                                   continue;
-                                 out.push_back(i);
-                               }
-                               return out;
-                             })
+                             [](const KernelDefinition& d) { return struct_params(d.decl()); })
       .def_property_readonly("template_param_names",
                              [](const KernelDefinition& d) { return d.decl().template_param_names(); })
       .def(
