@@ -8,6 +8,7 @@ import collections
 import dataclasses
 import io
 import pathlib
+import re
 import struct
 
 import pytest
@@ -314,3 +315,17 @@ def test_device_source_is_kept_in_the_disk_cache(tmp_path, cache_dir):
     (tmp_path / "helper_cuda_missing.h").write_text("#define checkCudaErrors(x) (x)\n")
     assert any(f.endswith("helper_cuda_missing.h") for f in cj.device_source(path).files)
     assert cj._C.frontend_parse_count() > parses
+
+
+def test_a_damaged_device_source_record_is_refused_with_a_warning(tmp_path, cache_dir, capfd):
+    path = tmp_path / "k.cu"
+    path.write_text("__global__ void k(float* x) { x[0] = 1; }\nint main() { return 0; }\n")
+    first = cj.device_source(path)
+    for record in cache_dir.rglob("*.cjr"):
+        data = bytearray(record.read_bytes())
+        data[-3] ^= 0xFF
+        record.write_bytes(bytes(data))
+    parses = cj._C.frontend_parse_count()
+    again = cj.device_source(path)
+    assert again == first and cj._C.frontend_parse_count() > parses  # read again, not trusted
+    assert re.search(r"ignoring '.*\.cjr': the file is corrupted", capfd.readouterr().err)
