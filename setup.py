@@ -121,6 +121,8 @@ setup(
     long_description_content_type="text/markdown",
     packages=find_packages(include=["torch_cudajit", "torch_cudajit.*"]),
     package_data={"torch_cudajit": ["include/**/*", "include/*", "share/cmake/torch_cudajit/*.cmake"]},
+    # torch.compile(..., backend="cudajit") finds the backend without an import.
+    entry_points={"torch_dynamo_backends": ["cudajit = torch_cudajit.backend:cudajit"]},
     ext_modules=[
         CppExtension(
             CORE,

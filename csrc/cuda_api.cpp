@@ -350,6 +350,15 @@ int nvrtc_version() {
   return version;
 }
 
+bool use_pch() {
+  static const bool on = [] {
+    const char* v = std::getenv("TORCH_CUDAJIT_PCH");
+    if (v != nullptr && std::string(v) == "0") return false;
+    return nvrtc_version() >= 12080;
+  }();
+  return on;
+}
+
 std::vector<int> nvrtc_supported_archs() {
   int n = 0;
   CJ_CHECK(nvrtcGetNumSupportedArchs, &n);

@@ -217,6 +217,10 @@ std::string nvrtc_library_file();
 std::string nvrtc_identity();
 /// NVRTC's version as major * 1000 + minor * 10.
 int nvrtc_version();
+/// Whether compiles use NVRTC's automatic precompiled header (NVRTC 12.8 and later, unless
+/// TORCH_CUDAJIT_PCH=0): the parse of the headers every source includes is made once per
+/// process and reused.
+bool use_pch();
 /// Architectures this NVRTC can target, as compute capabilities (e.g. 90).
 std::vector<int> nvrtc_supported_archs();
 

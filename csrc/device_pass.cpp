@@ -498,7 +498,6 @@ class Pass {
     } else if (is_function(kind) && !(attrs_of(cursor) & (kDevice | kGlobal)) &&
                !needs_no_space(cursor, f.text, end)) {
       f.declares_host = true;
-      if (getenv("CJ_DP_DEBUG")) { size_t o=0; unsigned l=0; std::string p; where(libclang().clang_getCursorLocation(cursor), &o, &l, &p); fprintf(stderr, "HOST %s:%u %s kind=%d [%s]\n", p.c_str(), l, take(libclang().clang_getCursorSpelling(cursor)).c_str(), kind, f.text.substr(begin, end-begin).c_str()); }
     }
   }
 

@@ -322,6 +322,16 @@ CompiledProgram Program::compile(const GeneratedSource& generated,
   }
   std::vector<const char*> argv;
   for (const auto& o : out.options) argv.push_back(o.c_str());
+  // NVRTC's automatic precompiled header: the first compile of this process with these options
+  // keeps the parse of the leading #include <cj/cj.cuh> (and all it includes) in NVRTC's PCH
+  // heap, and later compiles start from it. It changes no output, so it is not one of the
+  // recorded options and not part of a cache key. The #line directives after the include stop
+  // the PCH there, which NVRTC reports as warning 20283 in every log; that warning is dropped.
+  if (detail::use_pch()) {
+    argv.push_back("--pch");
+    argv.push_back("--pch-messages=false");
+    argv.push_back("-diag-suppress=20283");
+  }
   // TORCH_CUDAJIT_DUMP: the text NVRTC compiles, named by its digest, which errors cite.
   std::string dumped;
   if (!detail::dump_folder().empty()) {

@@ -289,6 +289,67 @@ std::vector<CompiledInstance> SpecializationTable::compile_detached(const std::v
   return compile_instances(keys);
 }
 
+namespace {
+bool same_compile(const CompileOptions& a, const CompileOptions& b) {
+  return a.extra == b.extra && a.std == b.std && a.debug == b.debug && a.lineinfo == b.lineinfo &&
+         a.link == b.link;
+}
+}  // namespace
+
+std::vector<std::shared_ptr<Specialization>> SpecializationTable::compile_together(
+    const std::vector<std::pair<SpecializationTable*, SpecKey>>& entries) {
+  // Batches of entries that one NVRTC program can hold; the rest compile alone below.
+  std::vector<bool> batched(entries.size(), false);
+  for (size_t first = 0; first < entries.size(); ++first) {
+    const auto& [table, key] = entries[first];
+    const KernelDefinition& def = table->def_;
+    if (batched[first] || def.options().prebuilt || !def.template_problem().empty() ||
+        table->lookup(key))
+      continue;
+    const CompileOptions opts = def.compile_options();
+    std::vector<size_t> members;
+    std::vector<InstantiationRequest> requests;
+    for (size_t j = first; j < entries.size(); ++j) {
+      const auto& [other, other_key] = entries[j];
+      const KernelDefinition& od = other->def_;
+      if (batched[j] || &od.program() != &def.program() || other_key.arch != key.arch ||
+          od.options().prebuilt || !od.template_problem().empty() ||
+          od.options().cache != def.options().cache || !same_compile(od.compile_options(), opts))
+        continue;
+      bool repeated = false;  // the same kernel and key twice: compiled once
+      for (size_t m : members)
+        repeated = repeated || (entries[m].first == other && entries[m].second == other_key);
+      batched[j] = true;
+      if (repeated || other->lookup(other_key)) continue;
+      members.push_back(j);
+      requests.push_back({od.decl().name, other_key, od.options().template_args});
+    }
+    if (members.size() < 2) continue;
+    CompileOptions batch_opts = opts;
+    batch_opts.arch = key.arch;
+    std::vector<CompiledInstance> got;
+    try {
+      const long long start = detail::now_ns();
+      got = compile_cached(def.program(), requests, batch_opts, def.options().cache);
+      if (detail::log_enabled(LogLevel::kInfo))
+        detail::log(LogLevel::kInfo, "kernels " + detail::kernel_names(requests) + " of '" +
+                                         def.program().filename() + "' for sm_" +
+                                         std::to_string(key.arch) + ": " +
+                                         std::to_string(requests.size()) +
+                                         " specializations together, " + detail::elapsed_ms(start));
+    } catch (const std::exception&) {
+      continue;  // each compiles alone below and raises its own error
+    }
+    for (size_t m = 0; m < members.size(); ++m)
+      entries[members[m]].first->adopt(entries[members[m]].second, got[m].compiled, got[m].index,
+                                       got[m].outcome);
+  }
+  std::vector<std::shared_ptr<Specialization>> out;
+  out.reserve(entries.size());
+  for (const auto& [table, key] : entries) out.push_back(table->get(key));
+  return out;
+}
+
 void SpecializationTable::count(CacheOutcome outcome) {
   if (outcome == CacheOutcome::kHit) counters_.hits++;
   if (outcome == CacheOutcome::kMiss || outcome == CacheOutcome::kReceived) counters_.misses++;

@@ -98,6 +98,14 @@ class SpecializationTable {
   /// Compiles several keys, those of one architecture in one NVRTC invocation (keys already
   /// compiled are reused, keys in the disk cache loaded): precompile's batches.
   std::vector<std::shared_ptr<Specialization>> compile_many(const std::vector<SpecKey>& keys);
+  /// Compiles the keys of several kernels defined on one source (a module's kernels) as one
+  /// NVRTC program, through the disk cache: entries whose definitions share the Program, the
+  /// compile options and the architecture compile together; keys already compiled are reused.
+  /// An entry that cannot join a batch (a prebuilt kernel, another source), or a batch that
+  /// fails, compiles alone, so that an error names its own kernel. Returns one specialization
+  /// per entry, in order.
+  static std::vector<std::shared_ptr<Specialization>> compile_together(
+      const std::vector<std::pair<SpecializationTable*, SpecKey>>& entries);
   /// Compiles keys of one architecture together (through the disk cache, as compile_many
   /// does) without keeping the result: what a worker process of Kernel.precompile sends back
   /// to its parent.

@@ -23,6 +23,8 @@ from ._prebuilt import PrebuiltKernel, load
 from . import cache
 from . import distributed
 from . import _fake  # noqa: F401  (fake implementations for torch.compile)
+from . import backend as _backend
+_backend._install()  # torch.compile(..., backend="cudajit")
 _log._configure()
 
 __all__ = [

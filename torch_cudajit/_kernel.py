@@ -173,6 +173,46 @@ class KernelModule:
     def __iter__(self):
         return iter(self._kernels.values())
 
+    def precompile(self, specs: dict, *, arch=None) -> dict:
+        """Compiles specializations of several of the module's kernels as one NVRTC program,
+        which parses the source and its headers once for all of them (the disk cache still
+        finds each alone later).
+
+        Args:
+            specs: kernel name -> list of example arguments, each a tuple of positional
+                arguments or a dict of keyword arguments (as ``Kernel.precompile`` takes them).
+            arch: the target architecture (90, "sm_90" or (9, 0)); default: the current GPU.
+        Returns kernel name -> list of CompiledKernel, in the order given. An entry whose batch
+        fails is compiled alone, so the error raised names its own kernel.
+        """
+        if not isinstance(specs, dict):
+            raise TypeError(f"precompile: specs must be a dict of kernel name -> list of "
+                            f"argument tuples, got {type(specs).__name__}")
+        arch_value = (_C.device_compute_capability(torch.cuda.current_device()) if arch is None
+                      else arch_number(arch))
+        entries, owners = [], []
+        for name, examples in specs.items():
+            kernel = self[name]
+            if isinstance(examples, (str, bytes)) or not hasattr(examples, "__iter__"):
+                raise TypeError(f"precompile: specs['{name}'] must be a list of argument tuples "
+                                f"or dicts, got {type(examples).__name__}")
+            for i, entry in enumerate(examples):
+                if isinstance(entry, dict):
+                    bound = kernel._parts.examples((), entry)
+                elif isinstance(entry, (tuple, list)):
+                    bound = kernel._parts.examples(tuple(entry), {})
+                else:
+                    raise TypeError(f"precompile: specs['{name}'][{i}] must be a tuple of "
+                                    f"arguments or a dict of keyword arguments, got "
+                                    f"{type(entry).__name__}")
+                entries.append((kernel._core, bound))
+                owners.append(kernel)
+        compiled = _C.compile_together(entries, arch_value)
+        out: dict = {name: [] for name in specs}
+        for kernel, spec in zip(owners, compiled):
+            out[kernel.name].append(kernel._parts.compiled(spec))
+        return out
+
     def get_global(self, name: str, dtype: torch.dtype = torch.uint8, shape=None, *,
                    kernel: str | None = None, signature=None) -> torch.Tensor:
         """A module variable of the one compiled overload of the module's kernels (see

@@ -197,6 +197,29 @@ void bind_runtime(py::module_& m) {
   m.def("nvrtc_library_file", &torch_cudajit::detail::nvrtc_library_file);
   m.def("cuda_include_dir", &cuda_include_dir);
   m.def("nvrtc_compile_count", &nvrtc_compile_count);
+  m.def("use_pch", &torch_cudajit::detail::use_pch);
+  // KernelModule.precompile: (runtime, argument tuple) entries of one architecture, the kernels
+  // of one source compiled as one NVRTC program.
+  m.def("compile_together", [](py::list entries, int arch) {
+    std::vector<std::pair<SpecializationTable*, SpecKey>> keys;
+    std::vector<std::pair<std::shared_ptr<KernelRuntime>, std::vector<Arg>>> converted;
+    for (const auto& e : entries) {
+      auto pair = e.cast<py::tuple>();
+      auto runtime = pair[0].cast<std::shared_ptr<KernelRuntime>>();
+      converted.emplace_back(runtime, convert_all(pair[1].cast<py::tuple>(), runtime->decl()));
+      const auto& args = converted.back().second;
+      keys.emplace_back(&runtime->table(), runtime->key(args.data(), args.size(), nullptr, arch));
+    }
+    std::vector<std::shared_ptr<Specialization>> specs;
+    {
+      py::gil_scoped_release release;
+      specs = SpecializationTable::compile_together(keys);
+    }
+    for (size_t i = 0; i < specs.size(); ++i)
+      check_pointees(converted[i].first->decl(), *specs[i], converted[i].second.data(),
+                     converted[i].second.size());
+    return specs;
+  }, py::arg("entries"), py::arg("arch"));
   m.def("driver_available", &torch_cudajit::detail::driver_available);
   m.def("default_include_dirs", &default_include_dirs);
   m.def("cudadevrt_library", &cudadevrt_library);

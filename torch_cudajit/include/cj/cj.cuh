@@ -430,6 +430,121 @@ __device__ __forceinline__ void elementwise(const Array<CjO, CjN, CjLO>& cj_out,
   }
 }
 
+/// Reduces one value per thread over a one-dimensional thread block with `op` (associative and
+/// commutative), and gives every thread the result. Every thread of the block must call it, and
+/// blockDim.x must be a multiple of 32. It may be called several times in a kernel.
+///
+///   float total = cj::block_reduce(partial, [](float a, float b) { return a + b; });
+template <class CjT, class CjF>
+__device__ __forceinline__ CjT block_reduce(CjT cj_v, CjF cj_op) {
+  __shared__ CjT cj_partials[32];
+#pragma unroll
+  for (int cj_o = 16; cj_o > 0; cj_o >>= 1) cj_v = cj_op(cj_v, __shfl_xor_sync(0xffffffffu, cj_v, cj_o));
+  const int cj_warps = static_cast<int>(blockDim.x + 31) / 32;
+  if (cj_warps == 1) return cj_v;
+  __syncthreads();  // an earlier call's readers are done with the partials
+  if ((threadIdx.x & 31) == 0) cj_partials[threadIdx.x / 32] = cj_v;
+  __syncthreads();
+  cj_v = cj_partials[0];
+  for (int cj_w = 1; cj_w < cj_warps; ++cj_w) cj_v = cj_op(cj_v, cj_partials[cj_w]);
+  return cj_v;
+}
+
+/// Scalar math with torch's semantics, for float and double (and integers where torch has
+/// them): what kernels generated from torch programs call. Minimum and maximum propagate NaN,
+/// as torch.minimum, torch.maximum, amin and amax do; round is to nearest even; remainder and
+/// floordiv follow Python's signs.
+namespace op {
+#define CJ_OP_UNARY(name, f32, f64)                                                   \
+  __device__ __forceinline__ float name(float cj_x) { return ::f32(cj_x); }           \
+  __device__ __forceinline__ double name(double cj_x) { return ::f64(cj_x); }
+CJ_OP_UNARY(exp, expf, exp)
+CJ_OP_UNARY(exp2, exp2f, exp2)
+CJ_OP_UNARY(expm1, expm1f, expm1)
+CJ_OP_UNARY(log, logf, log)
+CJ_OP_UNARY(log2, log2f, log2)
+CJ_OP_UNARY(log10, log10f, log10)
+CJ_OP_UNARY(log1p, log1pf, log1p)
+CJ_OP_UNARY(sqrt, sqrtf, sqrt)
+CJ_OP_UNARY(rsqrt, rsqrtf, rsqrt)
+CJ_OP_UNARY(sin, sinf, sin)
+CJ_OP_UNARY(cos, cosf, cos)
+CJ_OP_UNARY(tan, tanf, tan)
+CJ_OP_UNARY(tanh, tanhf, tanh)
+CJ_OP_UNARY(sinh, sinhf, sinh)
+CJ_OP_UNARY(cosh, coshf, cosh)
+CJ_OP_UNARY(asin, asinf, asin)
+CJ_OP_UNARY(acos, acosf, acos)
+CJ_OP_UNARY(atan, atanf, atan)
+CJ_OP_UNARY(asinh, asinhf, asinh)
+CJ_OP_UNARY(acosh, acoshf, acosh)
+CJ_OP_UNARY(atanh, atanhf, atanh)
+CJ_OP_UNARY(erf, erff, erf)
+CJ_OP_UNARY(erfc, erfcf, erfc)
+CJ_OP_UNARY(erfinv, erfinvf, erfinv)
+CJ_OP_UNARY(lgamma, lgammaf, lgamma)
+CJ_OP_UNARY(floor, floorf, floor)
+CJ_OP_UNARY(ceil, ceilf, ceil)
+CJ_OP_UNARY(trunc, truncf, trunc)
+CJ_OP_UNARY(round, rintf, rint)
+#undef CJ_OP_UNARY
+__device__ __forceinline__ float atan2(float cj_y, float cj_x) { return ::atan2f(cj_y, cj_x); }
+__device__ __forceinline__ double atan2(double cj_y, double cj_x) { return ::atan2(cj_y, cj_x); }
+__device__ __forceinline__ float pow(float cj_x, float cj_y) { return ::powf(cj_x, cj_y); }
+__device__ __forceinline__ double pow(double cj_x, double cj_y) { return ::pow(cj_x, cj_y); }
+__device__ __forceinline__ float fmod(float cj_x, float cj_y) { return ::fmodf(cj_x, cj_y); }
+__device__ __forceinline__ double fmod(double cj_x, double cj_y) { return ::fmod(cj_x, cj_y); }
+/// Integer powers (torch.pow of integer tensors): repeated squaring; negative exponents give 0
+/// except for bases 1 and -1.
+template <class CjT>
+__device__ __forceinline__ CjT pow(CjT cj_x, CjT cj_y) {
+  if (cj_y < 0) return cj_x == 1 ? CjT(1) : cj_x == -1 ? ((cj_y & 1) ? CjT(-1) : CjT(1)) : CjT(0);
+  CjT cj_r = 1;
+  for (; cj_y; cj_y >>= 1, cj_x *= cj_x)
+    if (cj_y & 1) cj_r *= cj_x;
+  return cj_r;
+}
+template <class CjT> __device__ __forceinline__ bool isnan(CjT cj_x) { return cj_x != cj_x; }
+template <class CjT> __device__ __forceinline__ bool isinf(CjT cj_x) {
+  return cj_x == cj_x && cj_x - cj_x != cj_x - cj_x;
+}
+template <class CjT> __device__ __forceinline__ CjT abs(CjT cj_x) { return cj_x < CjT(0) ? -cj_x : cj_x; }
+__device__ __forceinline__ float abs(float cj_x) { return ::fabsf(cj_x); }
+__device__ __forceinline__ double abs(double cj_x) { return ::fabs(cj_x); }
+template <class CjT> __device__ __forceinline__ CjT maximum(CjT cj_a, CjT cj_b) {
+  return (cj_a != cj_a || cj_a > cj_b) ? cj_a : cj_b;
+}
+template <class CjT> __device__ __forceinline__ CjT minimum(CjT cj_a, CjT cj_b) {
+  return (cj_a != cj_a || cj_a < cj_b) ? cj_a : cj_b;
+}
+template <class CjT> __device__ __forceinline__ CjT sign(CjT cj_x) {
+  return static_cast<CjT>((CjT(0) < cj_x) - (cj_x < CjT(0)));
+}
+template <class CjT> __device__ __forceinline__ CjT sigmoid(CjT cj_x) { return CjT(1) / (CjT(1) + exp(-cj_x)); }
+/// Python's %: the result has the divisor's sign.
+template <class CjT> __device__ __forceinline__ CjT remainder(CjT cj_a, CjT cj_b) {
+  CjT cj_r = cj_a % cj_b;
+  return (cj_r != 0 && ((cj_r < 0) != (cj_b < 0))) ? cj_r + cj_b : cj_r;
+}
+__device__ __forceinline__ float remainder(float cj_a, float cj_b) {
+  float cj_r = ::fmodf(cj_a, cj_b);
+  return (cj_r != 0.0f && ((cj_r < 0.0f) != (cj_b < 0.0f))) ? cj_r + cj_b : cj_r;
+}
+__device__ __forceinline__ double remainder(double cj_a, double cj_b) {
+  double cj_r = ::fmod(cj_a, cj_b);
+  return (cj_r != 0.0 && ((cj_r < 0.0) != (cj_b < 0.0))) ? cj_r + cj_b : cj_r;
+}
+/// Python's //: rounds toward negative infinity.
+template <class CjT> __device__ __forceinline__ CjT floordiv(CjT cj_a, CjT cj_b) {
+  CjT cj_q = cj_a / cj_b;
+  return (cj_a % cj_b != 0 && ((cj_a < 0) != (cj_b < 0))) ? cj_q - 1 : cj_q;
+}
+__device__ __forceinline__ float floordiv(float cj_a, float cj_b) { return ::floorf(cj_a / cj_b); }
+__device__ __forceinline__ double floordiv(double cj_a, double cj_b) { return ::floor(cj_a / cj_b); }
+/// A float constant's bits (infinities and NaN have no literal).
+__device__ __forceinline__ double bits(unsigned long long cj_b) { return __longlong_as_double(static_cast<long long>(cj_b)); }
+}  // namespace op
+
 /// complex64 / complex128 element type, layout-compatible with torch's complex dtypes.
 template <class T>
 struct alignas(2 * sizeof(T)) complex {

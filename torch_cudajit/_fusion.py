@@ -1,0 +1,850 @@
+"""The cudajit backend's graph compiler: partitions an aten FX graph into fusion groups,
+writes one CUDA C++ kernel per group with the plugin's public API (cj::Array, cj::for_each,
+cj::elementwise, cj::block_reduce, cj::op), compiles all kernels of the graph as one NVRTC
+program, and returns the graph with each group replaced by a launch.
+
+A group has an iteration shape S. Pointwise groups compute every member once per element of
+S. Row groups also reduce over S's last dimension: a thread block takes a row, computes the
+reductions in stages (a reduction may read values computed from earlier ones, as softmax and
+layer norm do), then the row's element values; members that are one value per row (the
+reductions and pointwise operations on them) are kept in registers. Every size is read from the
+tensors when the group runs, so new sizes never compile anything: the specialization is on
+dtype, rank and layout only. Operations that are not fused (matmul, convolution, views, random
+numbers, anything unlisted) stay in the graph as the aten calls they are."""
+from __future__ import annotations
+
+import hashlib
+import operator
+import sys
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+
+from . import _fusion_ops as ops
+
+aten = torch.ops.aten
+
+_VIEW_OPS = {aten.view.default, aten._unsafe_view.default, aten.unsqueeze.default,
+             aten.squeeze.dim, aten.squeeze.dims, aten.reshape.default}
+
+
+def _val(node):
+    return node.meta.get("val") if isinstance(node, fx.Node) else None
+
+
+def _is_tensor(node) -> bool:
+    return isinstance(_val(node), torch.Tensor)
+
+
+def _fusable_device(t: torch.Tensor) -> bool:
+    return t.device.type in ("cuda", "meta")
+
+
+def _is_scalar_input(node) -> bool:
+    """A number the group takes as a kernel parameter: a symbolic int or float, or a 0-d CPU
+    tensor (how torch.compile passes a float it saw change)."""
+    v = _val(node)
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
+        return True
+    return isinstance(v, torch.Tensor) and v.dim() == 0 and v.device.type == "cpu"
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+    return bool(statically_known_true(a == b))
+
+
+def _same_shape(a, b) -> bool:
+    return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+
+
+def _broadcasts_to(shape, target) -> bool:
+    """Whether a tensor of `shape` broadcasts to `target` (right-aligned)."""
+    if len(shape) > len(target):
+        return False
+    for s, t in zip(reversed(shape), reversed(target)):
+        if not (_same(s, 1) or _same(s, t)):
+            return False
+    return True
+
+
+def _hint(size) -> int:
+    if isinstance(size, int):
+        return size
+    from torch.fx.experimental.symbolic_shapes import hint_int
+    return hint_int(size)
+
+
+@dataclass
+class _Member:
+    node: fx.Node
+    level: str            # "e": one value per element of S; "keep"/"drop": one per row
+    ctype: str
+    var: str
+    reduction: str = ""   # the reduction's initial-value kind, for reductions
+    stage: int = 0
+
+
+@dataclass
+class Group:
+    """One fusion group: its members in graph order and its iteration shape."""
+    index: int
+    shape: tuple
+    row: bool = False
+    members: dict = field(default_factory=dict)   # node -> _Member
+
+    def keep_shape(self):
+        return tuple(self.shape[:-1]) + (1,)
+
+    def drop_shape(self):
+        return tuple(self.shape[:-1])
+
+    def level_of(self, shape):
+        if _same_shape(shape, self.shape):
+            return "e"
+        if self.row and _same_shape(shape, self.keep_shape()):
+            return "keep"
+        if self.row and _same_shape(shape, self.drop_shape()):
+            return "drop"
+        return None
+
+    def level_shape(self, level):
+        return {"e": tuple(self.shape), "keep": self.keep_shape(), "drop": self.drop_shape()}[level]
+
+
+def _supported_dtype(dtype) -> bool:
+    return dtype in ops.STORAGE
+
+
+def _operands(node):
+    """The operands of a fused operation: (tensor-or-number arguments, constant arguments)."""
+    t = node.target
+    a = node.args
+    if t in ops.UNARY or t in ops.CASTS:
+        return [a[0]], {}
+    if t in ops.BINARY or t in ops.COMPARE:
+        return [a[0], a[1]], {"alpha": node.kwargs.get("alpha", 1)}
+    if t is aten.div.Tensor_mode:
+        return [a[0], a[1]], {"rounding_mode": node.kwargs.get("rounding_mode")}
+    if t is aten.pow.Scalar:
+        return [a[0], a[1]], {}
+    if t is aten.where.self:
+        return [a[0], a[1], a[2]], {}
+    return None, None
+
+
+def _cast_supported(node) -> bool:
+    kw = node.kwargs
+    if node.target is aten._to_copy.default:
+        if set(kw) - {"dtype", "device", "layout", "memory_format", "pin_memory"}:
+            return False
+        dev = kw.get("device")
+        src = _val(node.args[0])
+        if dev is not None and torch.device(dev) != src.device:
+            return False
+        if kw.get("layout") not in (None, torch.strided):
+            return False
+    return True
+
+
+def _pointwise(node) -> bool:
+    t = node.target
+    if t in ops.UNARY or t in ops.BINARY or t in ops.COMPARE or t in (aten.div.Tensor_mode,
+                                                                        aten.pow.Scalar,
+                                                                        aten.where.self):
+        return True
+    return t in ops.CASTS and _cast_supported(node)
+
+
+def _reduction(node):
+    """(input, keepdim) when `node` is a supported reduction over its input's last dimension."""
+    if node.target not in ops.REDUCTIONS:
+        return None
+    x = node.args[0]
+    if not _is_tensor(x):
+        return None
+    rank = _val(x).dim()
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if dims is None or isinstance(dims, int):
+        dims = [dims] if isinstance(dims, int) else None
+    if not dims or len(dims) != 1 or rank == 0:
+        return None
+    if dims[0] % rank != rank - 1:
+        return None
+    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    if node.target is aten.sum.dim_IntList and node.kwargs.get("dtype") not in (None, _val(node).dtype):
+        return None
+    return x, bool(keepdim)
+
+
+class Partition:
+    """Fusion groups of one graph, formed greedily in graph order."""
+
+    def __init__(self, graph: fx.Graph):
+        self.graph = graph
+        self.order = {n: i for i, n in enumerate(graph.nodes)}
+        self.group_of: dict = {}
+        self.groups: list = []
+        for node in graph.nodes:
+            if node.op == "call_function":
+                self._place(node)
+
+    # -- dependencies -----------------------------------------------------------------------
+    def _depends_on_group(self, node, group: Group) -> bool:
+        """Whether `node` (outside `group`) depends on a member of `group`: joining would close
+        a cycle. Groups run whole, so a member of another group depends on everything its
+        group does."""
+        first = min(self.order[m] for m in group.members)
+        seen, stack = set(), [node]
+        while stack:
+            n = stack.pop()
+            if n in seen or not isinstance(n, fx.Node) or self.order.get(n, -1) < first:
+                continue
+            seen.add(n)
+            if n in group.members:
+                return True
+            g = self.group_of.get(n)
+            sources = g.members if g is not None else [n]
+            for s in sources:
+                stack.extend(x for x in s.all_input_nodes if x not in seen)
+        return False
+
+    # -- placement ---------------------------------------------------------------------------
+    def _place(self, node):
+        val = _val(node)
+        if not isinstance(val, torch.Tensor) or not _fusable_device(val) or \
+                not _supported_dtype(val.dtype) or val.dim() == 0:
+            return
+        red = _reduction(node)
+        if red is not None:
+            self._place_reduction(node, *red)
+            return
+        if node.target in _VIEW_OPS:
+            self._place_row_view(node)
+            return
+        if not _pointwise(node):
+            return
+        operands, _ = _operands(node)
+        for o in operands:
+            if isinstance(o, fx.Node) and not (_is_scalar_input(o) or self._readable(o)):
+                return
+        tried = []
+        for o in operands:
+            g = self.group_of.get(o) if isinstance(o, fx.Node) else None
+            if g is None or g in tried:
+                continue
+            tried.append(g)
+            level = g.level_of(val.shape)
+            if level is not None and self._fits(node, operands, g, level):
+                self._add(g, node, level)
+                return
+        if not all(self._external_fits(o, val.shape) for o in operands
+                   if isinstance(o, fx.Node) and not _is_scalar_input(o)):
+            return
+        g = Group(len(self.groups), tuple(val.shape))
+        self.groups.append(g)
+        self._add(g, node, "e")
+
+    def _readable(self, node) -> bool:
+        v = _val(node)
+        return isinstance(v, torch.Tensor) and _fusable_device(v) and _supported_dtype(v.dtype)
+
+    def _external_fits(self, o, shape) -> bool:
+        return _broadcasts_to(_val(o).shape, shape)
+
+    def _fits(self, node, operands, g: Group, level: str) -> bool:
+        for o in operands:
+            if not isinstance(o, fx.Node) or _is_scalar_input(o):
+                continue
+            m = g.members.get(o)
+            if m is not None:
+                if level == "e" and m.level not in ("e", "keep"):
+                    return False
+                if level != "e" and m.level != level:
+                    return False
+                continue
+            if not _broadcasts_to(_val(o).shape, g.level_shape(level)):
+                return False
+            if level == "e" and not _broadcasts_to(_val(o).shape, g.shape):
+                return False
+            if self._depends_on_group(o, g):
+                return False
+        return True
+
+    def _place_reduction(self, node, x, keepdim):
+        level = "keep" if keepdim else "drop"
+        g = self.group_of.get(x)
+        if g is not None and g.members[x].level == "e" and _same_shape(_val(x).shape, g.shape):
+            g.row = True
+            self._add(g, node, level)
+            return
+        if not self._readable(x):
+            return
+        g = Group(len(self.groups), tuple(_val(x).shape), row=True)
+        self.groups.append(g)
+        self._add(g, node, level)
+
+    def _place_row_view(self, node):
+        """A view that only adds or drops the reduced dimension of a row value stays in the
+        group, as the same value in the other form."""
+        src = node.args[0]
+        g = self.group_of.get(src)
+        if g is None or g.members[src].level not in ("keep", "drop"):
+            return
+        target = "keep" if g.members[src].level == "drop" else "drop"
+        if _same_shape(_val(node).shape, g.level_shape(target)):
+            self._add(g, node, target, alias=g.members[src].var)
+
+    def _add(self, g: Group, node, level, alias=None):
+        dtype = _val(node).dtype
+        var = alias or f"v{len(g.members)}"
+        g.members[node] = _Member(node, level, ops.COMPUTE[dtype], var)
+        self.group_of[node] = g
+
+
+# -- code generation -------------------------------------------------------------------------
+
+@dataclass
+class _Input:
+    node: fx.Node
+    level: str         # "e", "keep" (row values, rank-R view) or "scalar"
+    name: str
+    dtype: object = None
+    unsqueeze: bool = False   # a row input in the drop form: viewed with a trailing 1
+    kind: str = ""            # scalar: "double" or "long long"
+
+
+class KernelPlan:
+    """What the generated kernel of one group takes and gives, and how to launch it."""
+
+    def __init__(self, group: Group, name: str):
+        self.group, self.name = group, name
+        self.inputs: list = []       # _Input
+        self.outputs: list = []      # (member, dtype, stride order or None)
+        self.shape_recipe: list = [] # per dim of S: int, or (input index, dim)
+        self.lines: list = []
+        self.vector = False
+
+
+class _Emitter:
+    """Writes the kernel of one group."""
+
+    def __init__(self, group: Group, name: str, graph_users):
+        self.g = group
+        self.plan = KernelPlan(group, name)
+        self.inputs: dict = {}
+        self.graph_users = graph_users
+        self.rank = len(group.shape)
+
+    # -- operands ------------------------------------------------------------------------------
+    def _input(self, node, level) -> _Input:
+        if _is_scalar_input(node):
+            key = (node, "scalar")
+            if key not in self.inputs:
+                v = _val(node)
+                floating = isinstance(v, (float, torch.SymFloat)) or (
+                    isinstance(v, torch.Tensor) and v.is_floating_point())
+                self.inputs[key] = _Input(node, "scalar", f"s{len(self.inputs)}",
+                                          kind="double" if floating else "long long")
+            return self.inputs[key]
+        lv = "e" if level == "e" else "keep"
+        key = (node, lv)
+        if key not in self.inputs:
+            v = _val(node)
+            inp = _Input(node, lv, f"in{len(self.inputs)}", dtype=v.dtype)
+            if lv == "keep" and self.g.row and _same_shape(v.shape, self.g.drop_shape()) and \
+                    not _same_shape(v.shape, self.g.keep_shape()):
+                inp.unsqueeze = True
+            self.inputs[key] = inp
+        return self.inputs[key]
+
+    def operand(self, o, level) -> tuple:
+        """(C++ expression, compute type) of an operand at `level`."""
+        if not isinstance(o, fx.Node):
+            if isinstance(o, bool):
+                return ("true" if o else "false"), "bool"
+            if isinstance(o, int):
+                return f"{o}LL", "long long"
+            return ops.literal(o, "double"), "double"
+        m = self.g.members.get(o)
+        if m is not None:
+            return m.var, m.ctype
+        inp = self._input(o, level)
+        if inp.level == "scalar":
+            return inp.name, inp.kind
+        ct = ops.COMPUTE[inp.dtype]
+        index = "cj_i" if inp.level == "e" else "cj_row"
+        return f"static_cast<{ct}>({inp.name}.data()[{inp.name}.flat_offset({index})])", ct
+
+    def expression(self, m: _Member) -> str:
+        node = m.node
+        t = node.target
+        ct = m.ctype
+        if node.target in _VIEW_OPS:
+            raise AssertionError("aliases have no expression")
+        operands, consts = _operands(node)
+        vals = [self.operand(o, m.level) for o in operands]
+
+        def as_(v, c):
+            return v[0] if v[1] == c else f"static_cast<{c}>({v[0]})"
+
+        if t in ops.CASTS:
+            return as_(vals[0], ct)
+        if t in ops.UNARY:
+            return ops.UNARY[t](as_(vals[0], ct))
+        if t in ops.COMPARE:
+            c = ops.common_ctype([v[1] for v in vals])
+            a, b = as_(vals[0], c), as_(vals[1], c)
+            if t in (aten.logical_and.default, aten.logical_or.default, aten.logical_xor.default):
+                a, b = f"static_cast<bool>({a})", f"static_cast<bool>({b})"
+            return f"({a} {ops.COMPARE[t]} {b})"
+        if t is aten.where.self:
+            return (f"({as_(vals[0], 'bool')} ? {as_(vals[1], ct)} : {as_(vals[2], ct)})")
+        if t is aten.div.Tensor_mode:
+            a, b = as_(vals[0], ct), as_(vals[1], ct)
+            mode = consts["rounding_mode"]
+            if mode == "floor":
+                return f"cj::op::floordiv({a}, {b})"
+            if mode == "trunc":
+                return f"cj::op::trunc({a} / {b})" if ct in ops.FLOATING else f"({a} / {b})"
+            return f"({a} / {b})"
+        if t is aten.pow.Scalar:
+            return f"cj::op::pow({as_(vals[0], ct)}, {as_(vals[1], ct)})"
+        a, b = as_(vals[0], ct), as_(vals[1], ct)
+        alpha = consts.get("alpha", 1)
+        if t in (aten.add.Tensor, aten.sub.Tensor) and alpha != 1:
+            b = f"({ops.literal(alpha, ct)} * {b})"
+        return ops.BINARY[t](a, b)
+
+    # -- the kernel ----------------------------------------------------------------------------
+    def emit(self):
+        g, plan = self.g, self.plan
+        members = list(g.members.values())
+        outs = [m for m in members if any(u not in g.members for u in self.graph_users[m.node])]
+        # Stages: a reduction runs after the row values its input needs.
+        stage = {}
+        for m in members:
+            deps = [stage.get(o, 0) for o in m.node.all_input_nodes if o in g.members]
+            s = max(deps, default=0)
+            if m.node.target in ops.REDUCTIONS:
+                s += 1
+            stage[m.node] = s
+            m.stage = s
+        body = []
+        reductions = [m for m in members if m.node.target in ops.REDUCTIONS]
+        for m in outs:
+            v = _val(m.node)
+            order = None
+            if m.level == "e" and not v.is_contiguous():
+                order = sorted(range(v.dim()), key=lambda d: (-_hint(v.stride()[d]), d))
+                if not _dense(v, order):
+                    order = None
+            plan.outputs.append((m, v.dtype, order))
+        if g.row:
+            body += self._row_body(members, reductions, outs)
+        else:
+            body += self._pointwise_body(members, outs)
+        self._shape_recipe()
+        if not any(i.level != "scalar" for i in self.inputs.values()):
+            raise _Unfusable("no tensor input gives the device")
+        params = []
+        for i, (m, dtype, _) in enumerate(plan.outputs):
+            params.append(f"cj::Array<{ops.STORAGE[dtype]}, {self.rank}> out{i}")
+        for inp in self.inputs.values():
+            if inp.level != "scalar":
+                params.append(f"cj::Array<const {ops.STORAGE[inp.dtype]}, {self.rank}> {inp.name}")
+        for inp in self.inputs.values():
+            if inp.level == "scalar":
+                params.append(f"{inp.kind} {inp.name}")
+        params += (["long long cj_rows", "long long cj_cols"] if g.row else ["long long cj_n"])
+        plan.lines = [f"__global__ void {plan.name}({', '.join(params)}) {{"] + body + ["}"]
+        return plan
+
+    def _closure(self, targets, members, level_filter):
+        """The element-level members `targets` need, in graph order."""
+        need = set()
+        stack = list(targets)
+        while stack:
+            n = stack.pop()
+            m = self.g.members.get(n)
+            if m is None or n in need or m.level != "e":
+                continue
+            need.add(n)
+            stack.extend(n.all_input_nodes)
+        return [m for m in members if m.node in need]
+
+    def _define(self, m, indent):
+        return f"{indent}const {m.ctype} {m.var} = {self.expression(m)};"
+
+    def _store(self, i, m, dtype, index, indent):
+        st = ops.STORAGE[dtype]
+        return (f"{indent}out{i}.data()[out{i}.flat_offset({index})] = "
+                f"static_cast<{st}>({m.var});")
+
+    def _pointwise_body(self, members, outs):
+        plan = self.plan
+        lines = ["  cj::for_each(cj_n, [&](long long cj_i) {"]
+        for m in members:
+            lines.append(self._define(m, "    "))
+        for i, (m, dtype, _) in enumerate(plan.outputs):
+            lines.append(self._store(i, m, dtype, "cj_i", "    "))
+        lines.append("  });")
+        return lines
+
+    def _row_body(self, members, reductions, outs):
+        plan = self.plan
+        lines = ["  for (long long cj_row = blockIdx.x; cj_row < cj_rows; cj_row += gridDim.x) {"]
+        done = set()
+        last = max((m.stage for m in members), default=0)
+
+        def row_values(upto):
+            out = []
+            for m in members:
+                if m.level != "e" and m.node not in done and m.node.target not in ops.REDUCTIONS \
+                        and m.stage <= upto and m.node.target not in _VIEW_OPS:
+                    out.append(self._define(m, "    "))
+                    done.add(m.node)
+            return out
+
+        lines += row_values(0)
+        for s in range(1, last + 1):
+            here = [m for m in reductions if m.stage == s]
+            if not here:
+                lines += row_values(s)
+                continue
+            for m in here:
+                kind = ops.REDUCTIONS[m.node.target][0]
+                lines.append(f"    {m.ctype} {m.var}_acc = {ops.reduction_init(kind, m.ctype)};")
+            lines.append("    for (long long cj_c = threadIdx.x; cj_c < cj_cols; cj_c += blockDim.x) {")
+            lines.append("      const long long cj_i = cj_row * cj_cols + cj_c;")
+            for e in self._closure([m.node.args[0] for m in here], members, "e"):
+                lines.append(self._define(e, "      "))
+            for m in here:
+                x, xt = self.operand(m.node.args[0], "e")
+                comb = ops.REDUCTIONS[m.node.target][1].format(
+                    a=f"{m.var}_acc", b=x if xt == m.ctype else f"static_cast<{m.ctype}>({x})")
+                lines.append(f"      {m.var}_acc = {comb};")
+            lines.append("    }")
+            for m in here:
+                comb = ops.REDUCTIONS[m.node.target][1].format(a="cj_a", b="cj_b")
+                value = (f"cj::block_reduce({m.var}_acc, []({m.ctype} cj_a, {m.ctype} cj_b) "
+                         f"{{ return {comb}; }})")
+                if m.node.target is aten.mean.dim:
+                    value = f"{value} / static_cast<{m.ctype}>(cj_cols)"
+                lines.append(f"    const {m.ctype} {m.var} = {value};")
+                done.add(m.node)
+            lines += row_values(s)
+        element_outs = [(i, m, d) for i, (m, d, _) in enumerate(plan.outputs) if m.level == "e"]
+        if element_outs:
+            lines.append("    for (long long cj_c = threadIdx.x; cj_c < cj_cols; cj_c += blockDim.x) {")
+            lines.append("      const long long cj_i = cj_row * cj_cols + cj_c;")
+            for e in self._closure([m.node for _, m, _ in element_outs], members, "e"):
+                lines.append(self._define(e, "      "))
+            for i, m, d in element_outs:
+                lines.append(self._store(i, m, d, "cj_i", "      "))
+            lines.append("    }")
+        row_outs = [(i, m, d) for i, (m, d, _) in enumerate(plan.outputs) if m.level != "e"]
+        if row_outs:
+            lines.append("    if (threadIdx.x == 0) {")
+            for i, m, d in row_outs:
+                lines.append(self._store(i, m, d, "cj_row", "      "))
+            lines.append("    }")
+        lines.append("  }")
+        return lines
+
+    def _shape_recipe(self):
+        """How each size of S is read when the group runs: a constant, or a size of one of its
+        inputs."""
+        g, plan = self.g, self.plan
+        tensors = [i for i in self.inputs.values() if i.level != "scalar"]
+        plan.inputs = list(self.inputs.values())
+        for d, size in enumerate(g.shape):
+            if isinstance(size, int):
+                plan.shape_recipe.append(size)
+                continue
+            found = None
+            for inp in tensors:
+                shape = _val(inp.node).shape
+                target = g.shape if inp.level == "e" else g.level_shape("keep" if not inp.unsqueeze else "drop")
+                off = len(target) - len(shape)
+                if d - off >= 0 and d < len(target) and d - off < len(shape) and \
+                        _same(shape[d - off], size):
+                    found = (plan.inputs.index(inp), d - off)
+                    break
+            if found is None:
+                raise _Unfusable(f"size {size} of dimension {d} is read from no input")
+            plan.shape_recipe.append(found)
+
+
+class _Unfusable(Exception):
+    pass
+
+
+def _dense(v, order) -> bool:
+    """Whether strides are those of a dense tensor stored in dimension order `order`."""
+    expected = 1
+    for d in reversed(order):
+        if _hint(v.shape[d]) != 1 and _hint(v.stride()[d]) != expected:
+            return False
+        expected *= _hint(v.shape[d])
+    return True
+
+
+# -- running ---------------------------------------------------------------------------------
+
+_ROW_THREADS_MAX = 1024
+
+
+def _row_threads(cols: int) -> int:
+    t = 32
+    while t < _ROW_THREADS_MAX and t * 4 < cols:
+        t *= 2
+    return t
+
+
+class GroupLaunch:
+    """Runs one group's kernel: reads S from its inputs, allocates the outputs, launches."""
+
+    def __init__(self, kernel, plan: KernelPlan, device_index: int):
+        self.kernel = kernel
+        self.row = plan.group.row
+        self.recipe = plan.shape_recipe
+        self.inputs = [(i.level, i.unsqueeze) for i in plan.inputs]
+        self.outputs = [(m.level, dtype, order) for m, dtype, order in plan.outputs]
+        self.name = self.__name__ = plan.name
+        self.launch_forall = kernel.forall
+        self.index = kernel.__getitem__
+
+    def __call__(self, *args):
+        shape = [r if isinstance(r, int) else args[r[0]].shape[r[1]] for r in self.recipe]
+        keep = shape[:-1] + [1]
+        device = None
+        tensors, scalars = [], []
+        for (level, unsqueeze), a in zip(self.inputs, args):
+            if level == "scalar":
+                scalars.append(a.item() if isinstance(a, torch.Tensor) else a)
+                continue
+            device = a.device
+            if unsqueeze:
+                a = a.unsqueeze(-1)
+            tensors.append(a.expand(shape if level == "e" else keep))
+        outs, views = [], []
+        for level, dtype, order in self.outputs:
+            if level == "e":
+                if order is None:
+                    o = torch.empty(shape, dtype=dtype, device=device)
+                else:
+                    o = torch.empty([shape[d] for d in order], dtype=dtype,
+                                    device=device).permute(*_inverse(order))
+                outs.append(o)
+                views.append(o)
+            else:
+                o = torch.empty(keep if level == "keep" else shape[:-1], dtype=dtype, device=device)
+                outs.append(o)
+                views.append(o if level == "keep" else o.unsqueeze(-1))
+        if self.row:
+            rows = 1
+            for s in keep:
+                rows *= s
+            # An empty last dimension still runs: its reductions are their initial values
+            # (sum 0, mean NaN), as torch defines them.
+            if rows:
+                cols = shape[-1]
+                self.index(((min(rows, 2**31 - 1),), (_row_threads(cols),)))(
+                    *views, *tensors, *scalars, rows, cols)
+        else:
+            numel = 1
+            for s in shape:
+                numel *= s
+            if numel:
+                self.launch_forall(numel)(*views, *tensors, *scalars, numel)
+        return tuple(outs)
+
+
+def _inverse(order):
+    inv = [0] * len(order)
+    for i, d in enumerate(order):
+        inv[d] = i
+    return inv
+
+
+# -- the graph compiler ----------------------------------------------------------------------
+
+@dataclass
+class CompiledGraph:
+    """What compile_graph made of one graph (kept for inspection and tests)."""
+    source: str
+    module: object
+    launches: list
+    fused_nodes: int
+    graph_module: fx.GraphModule
+
+
+def generate(gm: fx.GraphModule, example_inputs=None):
+    """Partitions `gm` and writes the kernels: (source, plans)."""
+    part = Partition(gm.graph)
+    users = {n: set(n.users) for n in gm.graph.nodes}
+    digest = hashlib.sha256(str(gm.graph).encode()).hexdigest()[:8]
+    plans, texts = [], []
+    for g in part.groups:
+        real = [m for m in g.members.values() if m.node.target not in _VIEW_OPS]
+        if not real:
+            continue
+        ops_used = []
+        for m in real:
+            name = getattr(m.node.target, "__name__", str(m.node.target)).split(".")[0]
+            if name not in ops_used:
+                ops_used.append(name)
+        name = f"fused_{digest}_{g.index}_{'_'.join(ops_used[:4])}"
+        try:
+            plan = _Emitter(g, name, users).emit()
+        except _Unfusable:
+            continue
+        plans.append(plan)
+        header = [f"// {name}: {'rows over the last dimension of' if g.row else 'elements of'} "
+                  f"shape {tuple(g.shape)}; fuses:"]
+        header += [f"//   {m.node.format_node()}" for m in g.members.values()]
+        texts.append("\n".join(header + plan.lines))
+    return "\n\n".join(texts) + "\n", plans
+
+
+def _example_args(plan: KernelPlan):
+    """Meta tensors and numbers standing for a launch's arguments (sizes at their hints)."""
+    shape = [_hint(s) for s in plan.group.shape]
+    keep = shape[:-1] + [1]
+    out = []
+    for m, dtype, order in plan.outputs:
+        if m.level == "e":
+            if order is None:
+                out.append(torch.empty(shape, dtype=dtype, device="meta"))
+            else:
+                out.append(torch.empty([shape[d] for d in order], dtype=dtype,
+                                       device="meta").permute(*_inverse(order)))
+        else:
+            out.append(torch.empty(keep, dtype=dtype, device="meta"))
+    tensors, scalars = [], []
+    for inp in plan.inputs:
+        if inp.level == "scalar":
+            scalars.append(1.0 if inp.kind == "double" else 1)
+            continue
+        v = _val(inp.node)
+        t = torch.empty_strided([_hint(s) for s in v.shape], [_hint(s) for s in v.stride()],
+                                dtype=v.dtype, device="meta")
+        if inp.unsqueeze:
+            t = t.unsqueeze(-1)
+        tensors.append(t.expand(shape if inp.level == "e" else keep))
+    rows = 1
+    for s in keep:
+        rows *= s
+    tail = [rows, shape[-1]] if plan.group.row else [rows * shape[-1]]
+    return tuple(out + tensors + scalars + tail)
+
+
+def compile_graph(gm: fx.GraphModule, example_inputs, *, arch=None, debug=False) -> CompiledGraph:
+    """Compiles one aten graph: the fused groups' kernels as one NVRTC program, and the graph
+    rewritten to launch them. `arch` defaults to the device of the graph's CUDA inputs."""
+    from ._jit import jit
+    source, plans = generate(gm)
+    if not plans:
+        return CompiledGraph("", None, [], 0, gm)
+    if debug:
+        print(f"torch_cudajit backend: {len(plans)} kernel(s) for graph {gm.__class__.__name__}\n"
+              f"{source}", file=sys.stderr)
+    module = jit(source, std="c++17")
+    kernels = {p.name: (module if len(plans) == 1 else module[p.name]) for p in plans}
+    if arch is None:
+        device = next((v.device for v in (_val(n) for n in gm.graph.nodes)
+                       if isinstance(v, torch.Tensor) and v.device.type == "cuda"), None)
+        if device is not None:
+            from ._loader import _C
+            arch = _C.device_compute_capability(device.index or 0)
+    if arch is not None:
+        specs = {p.name: [_example_args(p)] for p in plans}
+        if len(plans) == 1:
+            kernels[plans[0].name].precompile(specs[plans[0].name], arch=arch, processes=False)
+        else:
+            module.precompile(specs, arch=arch)
+    launches = [GroupLaunch(kernels[p.name], p, 0) for p in plans]
+    new_gm = _rewrite(gm, plans, launches)
+    return CompiledGraph(source, module, launches,
+                         sum(len(p.group.members) for p in plans), new_gm)
+
+
+def _rewrite(gm: fx.GraphModule, plans, launches) -> fx.GraphModule:
+    """The graph with each group's members replaced by one call of its launch (and getitems
+    for its outputs), in an order that respects every dependency."""
+    old = gm.graph
+    owner = {}
+    for p, launch in zip(plans, launches):
+        for n in p.group.members:
+            owner[n] = (p, launch)
+    # Units in graph order: a node of its own, or a whole group at its first member.
+    units, seen = [], set()
+    for n in old.nodes:
+        if n in owner:
+            p = owner[n][0]
+            if id(p) not in seen:
+                seen.add(id(p))
+                units.append(("group", owner[n]))
+        else:
+            units.append(("node", n))
+
+    def unit_inputs(u):
+        if u[0] == "node":
+            return [x for x in u[1].all_input_nodes]
+        p = u[1][0]
+        return [i.node for i in p.inputs]
+
+    def unit_key(u):
+        return ("node", u[1]) if u[0] == "node" else ("group", id(u[1][0]))
+
+    producer = {}
+    for u in units:
+        if u[0] == "node":
+            producer[u[1]] = unit_key(u)
+        else:
+            for n in u[1][0].group.members:
+                producer[n] = unit_key(u)
+    by_key = {unit_key(u): u for u in units}
+    order, state = [], {}
+
+    def visit(u):
+        k = unit_key(u)
+        if state.get(k) == 2:
+            return
+        if state.get(k) == 1:
+            raise AssertionError("cycle among fusion groups")
+        state[k] = 1
+        for x in unit_inputs(u):
+            pk = producer.get(x)
+            if pk is not None and pk != k:
+                visit(by_key[pk])
+        state[k] = 2
+        order.append(u)
+
+    for u in units:
+        visit(u)
+    graph = fx.Graph()
+    env = {}
+    for u in order:
+        if u[0] == "node":
+            env[u[1]] = graph.node_copy(u[1], lambda x: env[x])
+            continue
+        p, launch = u[1]
+        call = graph.call_function(launch, tuple(env[i.node] for i in p.inputs))
+        call.name = p.name
+        for k, (m, _, _) in enumerate(p.outputs):
+            got = graph.call_function(operator.getitem, (call, k))
+            got.meta["val"] = m.node.meta.get("val")
+            env[m.node] = got
+            # Aliases (row views) of an output are the same value in another shape.
+        for m in p.group.members.values():
+            if m.node not in env:
+                env[m.node] = None
+    # Members used outside their group that were not outputs cannot exist.
+    new_gm = fx.GraphModule(gm, graph)
+    new_gm.graph.lint()
+    return new_gm

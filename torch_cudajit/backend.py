@@ -1,0 +1,120 @@
+"""``torch.compile(model, backend="cudajit")``: a torch.compile backend that generates CUDA C++
+with the plugin's public API and runs it through the plugin.
+
+It runs on AOTAutograd, so training and inference both work: each forward and backward graph is
+decomposed to aten operations, partitioned into fusion groups (pointwise operations of any
+strides and broadcasting, and reductions over the last dimension: sum, mean, amax, amin, and
+what decomposes to them: softmax, log_softmax, layer_norm, rms_norm, ...), and every group
+becomes one CUDA C++ kernel; all kernels of a graph compile as one NVRTC program, through the
+disk cache. Everything else (matmul, convolution, attention, random numbers, views) runs as the
+aten operation it is, so a model that runs eagerly runs here.
+
+Options, given as ``torch.compile(..., options={...})``:
+    debug: print each generated kernel, with the FX nodes it fuses, to stderr.
+
+The graphs compiled last are kept in ``compiled_graphs()`` for inspection."""
+from __future__ import annotations
+
+import collections
+import importlib.abc
+import importlib.machinery
+import sys
+
+_OPTIONS = {"debug"}
+_RECENT: collections.deque = collections.deque(maxlen=32)
+
+
+def cudajit(gm, example_inputs, options: dict | None = None, **kwargs):
+    """The backend: torch.compile calls it with a Dynamo graph and example inputs."""
+    options = dict(options or {})
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise ValueError(f"torch.compile backend 'cudajit': unknown option(s) "
+                         f"{', '.join(sorted(unknown))}; it takes {', '.join(sorted(_OPTIONS))}")
+    mode = kwargs.pop("mode", None)
+    if mode not in (None, "default"):
+        raise ValueError(f"torch.compile backend 'cudajit': mode={mode!r} is not supported; "
+                         f"leave mode unset")
+    debug = bool(options.get("debug", False))
+    from functools import partial
+
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from ._fusion_ops import decompositions
+    compiler = partial(_compile, debug=debug)
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                        inference_compiler=compiler, decompositions=decompositions(),
+                        partition_fn=min_cut_rematerialization_partition,
+                        keep_inference_input_mutations=True)(gm, example_inputs)
+
+
+def _compile(gm, example_inputs, *, debug: bool):
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    from ._fusion import compile_graph
+    compiled = compile_graph(gm, example_inputs, debug=debug)
+    _RECENT.append(compiled)
+    return make_boxed_func(compiled.graph_module.forward)
+
+
+def compiled_graphs() -> list:
+    """The graphs this process compiled most recently (at most 32), oldest first: each with
+    its generated ``source``, its ``launches`` and the rewritten ``graph_module``."""
+    return list(_RECENT)
+
+
+def register() -> None:
+    """Registers the backend under the name "cudajit" (done by ``import torch_cudajit`` as soon
+    as torch.compile loads its backend registry, and by the package's entry point)."""
+    from torch._dynamo.backends import registry
+    _register_in(registry)
+
+
+def _register_in(registry) -> None:
+    if "cudajit" not in registry._COMPILER_FNS:
+        registry.register_backend(compiler_fn=cudajit, name="cudajit")
+
+
+_REGISTRY = "torch._dynamo.backends.registry"
+
+
+class _RegisterOnImport(importlib.abc.MetaPathFinder):
+    """Registers the backend right after torch's backend registry is imported, so that
+    ``import torch_cudajit`` does not import torch._dynamo (over a second) itself."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _REGISTRY:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        real = spec.loader
+
+        class _Loader(importlib.abc.Loader):
+            def create_module(self, spec):
+                return real.create_module(spec)
+
+            def exec_module(self, module):
+                real.exec_module(module)
+                sys.modules[name] = module
+                _remove_hook()
+                _register_in(module)
+
+        spec.loader = _Loader()
+        return spec
+
+
+_HOOK = _RegisterOnImport()
+
+
+def _remove_hook():
+    if _HOOK in sys.meta_path:
+        sys.meta_path.remove(_HOOK)
+
+
+def _install() -> None:
+    if _REGISTRY in sys.modules:
+        register()
+    elif _HOOK not in sys.meta_path:
+        sys.meta_path.insert(0, _HOOK)
