@@ -88,7 +88,7 @@ class _Member:
     stage: int = 0
 
 
-@dataclass
+@dataclass(eq=False)
 class Group:
     """One fusion group: its members in graph order and its iteration shape."""
     index: int
@@ -191,6 +191,33 @@ class Partition:
         for node in graph.nodes:
             if node.op == "call_function":
                 self._place(node)
+        self._absorb_broadcast_groups()
+
+    def _absorb_broadcast_groups(self):
+        """A pointwise group of a smaller shape whose values only one other group reads (a
+        bias scaled before it is added) is computed inside that group, once per element
+        where it is read, instead of being stored and loaded."""
+        for h in reversed(list(self.groups)):
+            if h.row or not h.members:
+                continue
+            users = {u for n in h.members for u in n.users if u not in h.members}
+            targets = {self.group_of.get(u) for u in users}
+            if len(targets) != 1 or None in targets:
+                continue
+            g = targets.pop()
+            levels = {g.members[u].level for u in users}
+            if len(levels) != 1:
+                continue
+            level = levels.pop()
+            if level == "drop" or not _broadcasts_to(h.shape, g.level_shape(level)):
+                continue
+            for n, m in h.members.items():
+                m.level = level
+                m.var = f"v{n.name}"
+                g.members[n] = m
+                self.group_of[n] = g
+            g.members = dict(sorted(g.members.items(), key=lambda kv: self.order[kv[0]]))
+            h.members = {}
 
     # -- dependencies -----------------------------------------------------------------------
     def _depends_on_group(self, node, group: Group) -> bool:
@@ -338,6 +365,15 @@ class _Emitter:
         self.inputs: dict = {}
         self.graph_users = graph_users
         self.rank = len(group.shape)
+        # Loads of inputs in the current loop body (each input read once per index) and the
+        # definitions not yet written.
+        self.scope = 0
+        self.loaded: dict = {}
+        self.pending: list = []
+
+    def new_scope(self):
+        self.scope += 1
+        self.loaded = {}
 
     # -- operands ------------------------------------------------------------------------------
     def _input(self, node, level) -> _Input:
@@ -377,7 +413,13 @@ class _Emitter:
             return inp.name, inp.kind
         ct = ops.COMPUTE[inp.dtype]
         index = "cj_i" if inp.level == "e" else "cj_row"
-        return f"static_cast<{ct}>({inp.name}.data()[{inp.name}.flat_offset({index})])", ct
+        var = self.loaded.get((inp.name, index))
+        if var is None:
+            var = f"{inp.name}_{self.scope}"
+            self.loaded[(inp.name, index)] = var
+            self.pending.append(f"const {ct} {var} = static_cast<{ct}>("
+                                f"{inp.name}.data()[{inp.name}.flat_offset({index})]);")
+        return var, ct
 
     def expression(self, m: _Member) -> str:
         node = m.node
@@ -477,7 +519,12 @@ class _Emitter:
         return [m for m in members if m.node in need]
 
     def _define(self, m, indent):
-        return f"{indent}const {m.ctype} {m.var} = {self.expression(m)};"
+        line = f"{indent}const {m.ctype} {m.var} = {self.expression(m)};"
+        return "\n".join([indent + p for p in self._take_pending()] + [line])
+
+    def _take_pending(self):
+        out, self.pending = self.pending, []
+        return out
 
     def _store(self, i, m, dtype, index, indent):
         st = ops.STORAGE[dtype]
@@ -487,6 +534,7 @@ class _Emitter:
     def _pointwise_body(self, members, outs):
         plan = self.plan
         lines = ["  cj::for_each(cj_n, [&](long long cj_i) {"]
+        self.new_scope()
         for m in members:
             lines.append(self._define(m, "    "))
         for i, (m, dtype, _) in enumerate(plan.outputs):
@@ -498,9 +546,12 @@ class _Emitter:
         plan = self.plan
         lines = ["  for (long long cj_row = blockIdx.x; cj_row < cj_rows; cj_row += gridDim.x) {"]
         done = set()
+        self.new_scope()
+        row_scope = (self.scope, self.loaded)
         last = max((m.stage for m in members), default=0)
 
         def row_values(upto):
+            self.scope, self.loaded = row_scope
             out = []
             for m in members:
                 if m.level != "e" and m.node not in done and m.node.target not in ops.REDUCTIONS \
@@ -520,10 +571,12 @@ class _Emitter:
                 lines.append(f"    {m.ctype} {m.var}_acc = {ops.reduction_init(kind, m.ctype)};")
             lines.append("    for (long long cj_c = threadIdx.x; cj_c < cj_cols; cj_c += blockDim.x) {")
             lines.append("      const long long cj_i = cj_row * cj_cols + cj_c;")
+            self.new_scope()
             for e in self._closure([m.node.args[0] for m in here], members, "e"):
                 lines.append(self._define(e, "      "))
             for m in here:
                 x, xt = self.operand(m.node.args[0], "e")
+                lines += ["      " + p for p in self._take_pending()]
                 comb = ops.REDUCTIONS[m.node.target][1].format(
                     a=f"{m.var}_acc", b=x if xt == m.ctype else f"static_cast<{m.ctype}>({x})")
                 lines.append(f"      {m.var}_acc = {comb};")
@@ -541,6 +594,7 @@ class _Emitter:
         if element_outs:
             lines.append("    for (long long cj_c = threadIdx.x; cj_c < cj_cols; cj_c += blockDim.x) {")
             lines.append("      const long long cj_i = cj_row * cj_cols + cj_c;")
+            self.new_scope()
             for e in self._closure([m.node for _, m, _ in element_outs], members, "e"):
                 lines.append(self._define(e, "      "))
             for i, m, d in element_outs:
@@ -690,6 +744,8 @@ def generate(gm: fx.GraphModule, example_inputs=None):
     digest = hashlib.sha256(str(gm.graph).encode()).hexdigest()[:8]
     plans, texts = [], []
     for g in part.groups:
+        if not g.members:
+            continue
         real = [m for m in g.members.values() if m.node.target not in _VIEW_OPS]
         if not real:
             continue

@@ -58,7 +58,7 @@ UNARY = {
     aten.neg.default: lambda a: f"(-{a})",
     aten.abs.default: _unary("abs"),
     aten.reciprocal.default: lambda a: f"(1 / {a})",
-    aten.relu.default: lambda a: f"({a} > 0 ? {a} : decltype({a})(0))",
+    aten.relu.default: lambda a: f"cj::op::maximum({a}, decltype({a})(0))",
     aten.sigmoid.default: _unary("sigmoid"),
     aten.sign.default: _unary("sign"),
     aten.round.default: _unary("round"),
@@ -74,7 +74,8 @@ for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "
 
 BINARY = {
     aten.add.Tensor: _infix("+"), aten.sub.Tensor: _infix("-"), aten.mul.Tensor: _infix("*"),
-    aten.div.Tensor: _infix("/"),
+    aten.div.Tensor: _infix("/"), aten.add.Scalar: _infix("+"), aten.sub.Scalar: _infix("-"),
+    aten.mul.Scalar: _infix("*"), aten.div.Scalar: _infix("/"),
     aten.maximum.default: lambda a, b: f"cj::op::maximum({a}, {b})",
     aten.minimum.default: lambda a, b: f"cj::op::minimum({a}, {b})",
     aten.pow.Tensor_Tensor: lambda a, b: f"cj::op::pow({a}, {b})",
@@ -135,6 +136,7 @@ def decompositions() -> dict:
              "native_layer_norm_backward", "_softmax", "_log_softmax", "_softmax_backward_data",
              "_log_softmax_backward_data", "var_mean", "var", "sigmoid_backward",
              "tanh_backward", "threshold_backward", "_native_batch_norm_legit_no_training",
+             "native_batch_norm",
              "_fused_rms_norm", "_fused_rms_norm_backward", "addcmul", "addcdiv", "hardtanh",
              "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "mish", "softplus",
              "softplus_backward", "elu", "elu_backward", "rsub", "masked_fill",

@@ -1,0 +1,48 @@
+"""The operations the cudajit backend's tests compile: each a function of tensors, used by the
+CPU tests (traced on fake CUDA tensors, compiled for sm_90) and the GPU tests (against eager)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+UNARY = {
+    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": lambda x: torch.log(x.abs()),
+    "sqrt": lambda x: torch.sqrt(x.abs()), "rsqrt": lambda x: torch.rsqrt(x.abs()),
+    "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    "relu": torch.relu, "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil,
+    "round": torch.round, "trunc": torch.trunc, "sign": torch.sign, "reciprocal": torch.reciprocal,
+    "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
+    "softplus": F.softplus, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh,
+    "expm1": torch.expm1, "log1p": lambda x: torch.log1p(x.abs()), "square": torch.square,
+    "isnan": lambda x: torch.isnan(x / x.abs().floor()),
+}
+
+
+BINARY = {
+    "add": lambda a, b: a + b, "sub_alpha": lambda a, b: torch.sub(a, b, alpha=3),
+    "mul": lambda a, b: a * b, "div": lambda a, b: a / b, "maximum": torch.maximum,
+    "minimum": torch.minimum, "pow": lambda a, b: torch.pow(a.abs(), b), "atan2": torch.atan2,
+    "remainder": torch.remainder, "fmod": torch.fmod,
+    "floor_divide": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "where": lambda a, b: torch.where(a > b, a, b * 2), "lt": lambda a, b: (a < b).to(a.dtype),
+    "eq_scalar": lambda a, b: (a.round() == 1).to(a.dtype) + b,
+    "scalar_ops": lambda a, b: (a * 0.5 - 2) / (b.abs() + 3) + 1.5 ** a,
+    "clamp": lambda a, b: torch.clamp(a, -0.7, 0.9) + b,
+}
+REDUCTIONS = {
+    "sum": lambda x: x.sum(-1), "sum_keepdim": lambda x: x.sum(-1, keepdim=True) * x,
+    "mean": lambda x: x.mean(-1), "amax": lambda x: x.amax(-1, keepdim=True),
+    "amin": lambda x: x.amin(-1),
+    "softmax": lambda x: F.softmax(x, -1), "log_softmax": lambda x: F.log_softmax(x, -1),
+    "layer_norm": lambda x: F.layer_norm(x, x.shape[-1:]),
+    "rms_norm": lambda x: F.rms_norm(x, x.shape[-1:], eps=1e-6),
+    "var_mean": lambda x: torch.var_mean(x, -1)[0] + torch.var_mean(x, -1)[1],
+    "logsumexp": lambda x: torch.logsumexp(x, -1),
+}
+# Reductions the backend leaves to aten: another dimension, values with indices.
+UNFUSED_REDUCTIONS = {
+    "sum_dim0": lambda x: x.sum(0), "max_values": lambda x: x.max(-1).values,
+    "sum_all": lambda x: x.sum(),
+}
+
+

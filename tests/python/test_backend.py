@@ -1,0 +1,244 @@
+"""The cudajit torch.compile backend without a GPU: graphs traced on fake CUDA tensors (as
+AOTAutograd hands them to the backend) are partitioned, their kernels generated and compiled
+for sm_90 as one NVRTC program; what is fused and what stays aten; the registration under the
+name "cudajit"; options; and models that run eagerly run compiled (on the CPU nothing fuses)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import torch_cudajit as cj
+from torch_cudajit import backend
+from torch_cudajit._fusion import compile_graph, generate
+from torch_cudajit._fusion_ops import decompositions
+from torch_cudajit._loader import _C
+from _backend_cases import BINARY, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS
+
+aten = torch.ops.aten
+
+
+def trace(fn, *specs, dynamic=False):
+    """The aten graph of `fn` on fake CUDA tensors: each spec a (shape, dtype) or (shape,
+    dtype, "transposed")."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    # Symbolic sizes: fake tensors of a shape environment (on the meta device, which the
+    # backend fuses like CUDA).
+    mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=False) if dynamic else FakeTensorMode()
+    with mode:
+        args = []
+        for spec in specs:
+            shape, dtype = spec[0], spec[1]
+            device = "meta" if dynamic else "cuda"
+            if len(spec) > 2:
+                t = torch.empty(*shape[:-2], shape[-1], shape[-2], device=device,
+                                dtype=dtype).transpose(-1, -2)
+            else:
+                t = torch.empty(shape, device=device, dtype=dtype)
+            args.append(mode.from_tensor(t) if dynamic else t)
+        return make_fx(fn, decomposition_table=decompositions(), tracing_mode="fake")(*args)
+
+
+def compiled(fn, *specs, dynamic=False):
+    return compile_graph(trace(fn, *specs, dynamic=dynamic), None, arch=90)
+
+
+def called(gm) -> list:
+    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_every_unary_operation_compiles_fused(name):
+    c = compiled(lambda x: UNARY[name](x) * 2, ((33, 65), torch.bfloat16, "transposed"))
+    assert c.fused_nodes >= 2 and len(c.launches) == 1, c.source
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+def test_every_binary_operation_compiles_fused_with_broadcasting(name):
+    c = compiled(lambda a, b: torch.tanh(BINARY[name](a, b)), ((17, 40), torch.float16),
+                 ((40,), torch.float16))
+    assert len(c.launches) == 1, c.source
+    assert not any(t in (aten.add.Tensor, aten.mul.Tensor, aten.tanh.default)
+                   for t in called(c.graph_module)), c.graph_module.code
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+def test_every_reduction_fuses_into_one_row_kernel(name):
+    c = compiled(lambda x: REDUCTIONS[name](x * 1.5), ((3, 5, 1030), torch.float32))
+    assert len(c.launches) == 1 and c.launches[0].row, c.source
+    assert "cj::block_reduce" in c.source
+
+
+@pytest.mark.parametrize("name", list(UNFUSED_REDUCTIONS))
+def test_other_reductions_stay_aten(name):
+    c = compiled(lambda x: UNFUSED_REDUCTIONS[name](x * 1.5) + 1, ((6, 40), torch.float32))
+    assert not any(launch.row for launch in c.launches), c.source
+
+
+def test_a_reduction_over_another_dimension_stays_aten():
+    c = compiled(lambda x: (x * 2).sum(0) + 1, ((8, 16), torch.float32))
+    assert aten.sum.dim_IntList in called(c.graph_module)
+    assert len(c.launches) == 2  # the multiply, and the add after the sum
+
+
+def test_matmul_and_views_stay_aten_between_fused_groups():
+    c = compiled(lambda x, w: F.gelu(x @ w).view(-1).softmax(-1), ((8, 16), torch.float32),
+                 ((16, 32), torch.float32))
+    targets = called(c.graph_module)
+    assert aten.mm.default in targets and aten.view.default in targets
+    assert len(c.launches) == 2
+
+
+def test_softmax_is_one_kernel_of_three_stages():
+    c = compiled(lambda x: F.softmax(x, -1), ((64, 1000), torch.bfloat16))
+    assert len(c.launches) == 1
+    assert c.source.count("cj::block_reduce") == 2  # the max, then the sum of exponentials
+    assert "__nv_bfloat16" in c.source
+
+
+def test_layer_norm_with_weight_and_bias_is_one_kernel():
+    c = compiled(lambda x, w, b: F.layer_norm(x, (96,), w, b), ((4, 7, 96), torch.float16),
+                 ((96,), torch.float16), ((96,), torch.float16))
+    assert len(c.launches) == 1
+    assert c.fused_nodes >= 8
+
+
+def test_greedy_fusion_never_makes_a_cycle():
+    # `b` reads the sum of `a`'s group through an aten op; `c` reads both: joining `a`'s group
+    # would make the group wait for itself.
+    def fn(x):
+        a = x * 2
+        s = a.sum(0)              # aten (not the last dimension)
+        return a + s, torch.exp(a)
+    c = compiled(fn, ((8, 16), torch.float32))
+    gm = c.graph_module
+    gm.graph.lint()
+    assert aten.sum.dim_IntList in called(gm)
+
+
+def test_symbolic_sizes_become_kernel_arguments():
+    c = compiled(lambda x, y: F.softmax(x * y, -1), ((8, 16), torch.float32),
+                 ((8, 16), torch.float32), dynamic=True)
+    assert len(c.launches) == 1
+    assert "long long cj_rows, long long cj_cols" in c.source
+    # Sizes are read from the inputs when the group runs: no size is written into the code.
+    assert "16" not in c.source.split("__global__")[1].split("{")[0]
+
+
+def test_generated_source_names_the_nodes_it_fuses():
+    c = compiled(lambda x: torch.exp(x) + 1, ((8, 8), torch.float32))
+    assert "aten.exp.default" in c.source and "aten.add.Tensor" in c.source
+    assert c.source.count("__global__") == 1
+
+
+def test_kernels_of_a_graph_compile_as_one_nvrtc_program():
+    def fn(x, w):
+        a = torch.exp(x) + 1
+        b = F.softmax(a @ w, -1)
+        return torch.tanh(b @ w.t()) * 3
+    before = _C.nvrtc_compile_count()
+    c = compiled(fn, ((8, 16), torch.float32), ((16, 16), torch.float32))
+    assert len(c.launches) == 3
+    assert _C.nvrtc_compile_count() - before == 1
+
+
+def test_compiled_graphs_are_kept_for_inspection():
+    x = torch.randn(8, 8)
+    torch._dynamo.reset()
+    out = torch.compile(lambda x: torch.exp(x) + 1, backend="cudajit")(x)
+    torch.testing.assert_close(out, torch.exp(x) + 1)
+    assert backend.compiled_graphs()[-1].launches == []  # CPU tensors: nothing to fuse
+
+
+def test_the_backend_is_registered_under_its_name():
+    from torch._dynamo.backends.registry import list_backends, lookup_backend
+    assert "cudajit" in list_backends(exclude_tags=())
+    assert lookup_backend("cudajit") is backend.cudajit
+
+
+def test_import_does_not_import_dynamo():
+    code = "import torch, sys, torch_cudajit; print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"debgu": True}, "unknown option"),
+])
+def test_unknown_options_are_refused(options, match):
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=match):
+        torch.compile(lambda x: x + 1, backend="cudajit", options=options)(torch.randn(3))
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "resnet"])
+def test_models_run_compiled_where_they_run_eagerly(name):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    import _backend_models as models
+    torch._dynamo.reset()
+    model, inputs = models.make(name, "cpu", torch.float32, small=True)
+    torch.testing.assert_close(torch.compile(model, backend="cudajit")(*inputs), model(*inputs),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "resnet"])
+def test_models_fuse_on_cuda_graphs(name):
+    """The models' aten graphs (traced on fake tensors of the meta device, which the backend
+    fuses as it does CUDA tensors) fuse and compile for sm_90."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    import _backend_models as models
+    model, inputs = models.make(name, "meta", torch.float32, small=True)
+    model.eval()  # batch norm in inference: pointwise, fused (in training it is aten's)
+    mode = FakeTensorMode()
+    with mode:
+        params = {k: mode.from_tensor(v) for k, v in model.named_parameters()}
+        buffers = {k: mode.from_tensor(v) for k, v in model.named_buffers()}
+        fake_inputs = [mode.from_tensor(i) for i in inputs]
+
+        def fn(params, buffers, *inputs):
+            return torch.func.functional_call(model, (params, buffers), inputs)
+        gm = make_fx(fn, decomposition_table=decompositions(), tracing_mode="fake")(
+            params, buffers, *fake_inputs)
+    c = compile_graph(gm, None, arch=90)
+    assert c.fused_nodes >= 5 and c.launches, c.source
+
+
+def test_module_precompile_compiles_several_kernels_as_one_program():
+    m = cj.jit(r"""
+    __global__ void a(cj::Array<float, 1> o, cj::Array<const float, 1> x) { o[0] = x[0]; }
+    __global__ void b(cj::Array<float, 1> o, float s) { o[0] = s; }
+    """, cache=False)
+    t = torch.empty(4, device="meta")
+    before = _C.nvrtc_compile_count()
+    got = m.precompile({"a": [(t, t)], "b": [(t, 1.0), (t, 2.0)]}, arch=90)
+    assert _C.nvrtc_compile_count() - before == 1
+    assert [len(got["a"]), len(got["b"])] == [1, 2]
+    assert "Array<float32, 1, contiguous>" in got["a"][0].signature
+
+
+@pytest.mark.parametrize("specs, match", [
+    ([("a", ())], "specs must be a dict"),
+    ({"a": 3}, r"specs\['a'\] must be a list"),
+    ({"a": [3]}, r"specs\['a'\]\[0\] must be a tuple"),
+    ({"zz": []}, "no kernel 'zz'"),
+])
+def test_module_precompile_refuses_bad_specs(specs, match):
+    m = cj.jit("__global__ void a(float* p) {}\n__global__ void b(float* p) {}\n", cache=False)
+    with pytest.raises((TypeError, KeyError), match=match):
+        m.precompile(specs, arch=90)
+
+
+def test_pch_is_used_unless_switched_off():
+    assert _C.use_pch() == (cj.nvrtc_version() >= (12, 8))
+    code = "import torch_cudajit; from torch_cudajit._loader import _C; print(_C.use_pch())"
+    env = dict(os.environ, TORCH_CUDAJIT_PCH="0")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    assert out.strip() == "False"

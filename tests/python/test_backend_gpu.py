@@ -1,0 +1,191 @@
+"""torch.compile(..., backend="cudajit") on the GPU: each fused operation against eager over
+dtypes and layouts (contiguous, transposed, broadcast, zero-size), every supported reduction,
+forward and backward through AOTAutograd, the three models, and new sizes that compile
+nothing."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_cudajit as cj
+from torch_cudajit import backend
+from torch_cudajit._loader import _C
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+import _backend_models as models  # noqa: E402
+from _backend_cases import BINARY, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=5e-3, atol=5e-3),
+       torch.bfloat16: dict(rtol=3e-2, atol=3e-2)}
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compiled(fn, **kw):
+    return torch.compile(fn, backend="cudajit", fullgraph=True, **kw)
+
+
+def fused_nodes() -> int:
+    return sum(g.fused_nodes for g in backend.compiled_graphs())
+
+
+def rand(shape, dtype, layout="contiguous"):
+    """Random values in (0.5, 1.5) with random signs, never zero; `layout` "transposed" gives
+    a non-contiguous view of the same shape."""
+    if layout == "transposed" and len(shape) >= 2:
+        base = torch.rand(*shape[:-2], shape[-1], shape[-2], device="cuda") + 0.5
+        base = base.transpose(-1, -2)
+    else:
+        base = torch.rand(*shape, device="cuda") + 0.5
+    sign = torch.where(torch.rand(base.shape, device="cuda") < 0.5, -1.0, 1.0)
+    return (base * sign).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary_matches_eager(name, dtype):
+    fn = UNARY[name]
+    x = rand((33, 65), dtype, "transposed")
+    got = compiled(lambda x: fn(x) * 2)(x)
+    torch.testing.assert_close(got, fn(x) * 2, **TOL[dtype], equal_nan=True)
+    assert fused_nodes() >= 2
+
+
+LAYOUTS = ["same", "broadcast_row", "broadcast_col", "transposed", "scalar_tensor"]
+
+
+def _pair(layout, dtype):
+    a = rand((17, 40), dtype, "transposed" if layout == "transposed" else "contiguous")
+    b = {"same": lambda: rand((17, 40), dtype),
+         "broadcast_row": lambda: rand((40,), dtype),
+         "broadcast_col": lambda: rand((17, 1), dtype),
+         "transposed": lambda: rand((17, 40), dtype, "transposed"),
+         "scalar_tensor": lambda: rand((), dtype)}[layout]()
+    return a, b
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary_matches_eager_with_broadcasting_and_strides(name, layout, dtype):
+    fn = BINARY[name]
+    a, b = _pair(layout, dtype)
+    got = compiled(lambda a, b: torch.tanh(fn(a, b)))(a, b)
+    torch.testing.assert_close(got, torch.tanh(fn(a, b)), **TOL[dtype], equal_nan=True)
+    assert fused_nodes() >= 2
+
+
+@pytest.mark.parametrize("src, dst", [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32),
+                                      (torch.float16, torch.float32), (torch.float32, torch.int32),
+                                      (torch.int64, torch.float16), (torch.float32, torch.bool)])
+def test_casts_match_eager(src, dst):
+    x = (rand((50, 30), torch.float32) * 40).to(src)
+    got = compiled(lambda x: (x * 3).to(dst))(x)
+    torch.testing.assert_close(got, (x * 3).to(dst), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(7, 300), (3, 5, 1030), (4, 1)], ids=str)
+@pytest.mark.parametrize("name", list(REDUCTIONS) + list(UNFUSED_REDUCTIONS))
+def test_reductions_match_eager(name, shape, dtype):
+    fn = {**REDUCTIONS, **UNFUSED_REDUCTIONS}[name]
+    x = rand(shape, dtype, "transposed")
+    got = compiled(lambda x: fn(x * 1.5))(x)
+    tol = dict(TOL[dtype])
+    if dtype == torch.float32:
+        tol = dict(rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got, fn(x * 1.5), **tol)
+
+
+@pytest.mark.parametrize("name", ["pointwise", "softmax", "sum"])
+def test_zero_size_inputs(name):
+    fn = {"pointwise": lambda x: torch.exp(x) + 1, "softmax": lambda x: F.softmax(x, -1),
+          "sum": lambda x: x.sum(-1)}[name]
+    for shape in [(0, 8), (4, 0)]:
+        x = torch.randn(shape, device="cuda")
+        torch.testing.assert_close(compiled(fn, dynamic=False)(x), fn(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_forward_and_backward_through_aot_autograd(dtype):
+    def fn(x, w, b):
+        h = F.layer_norm(x, x.shape[-1:], w, b)
+        return (F.gelu(h) * torch.sigmoid(h)).softmax(-1).sum()
+
+    x = rand((6, 96), dtype).requires_grad_()
+    w = rand((96,), dtype).requires_grad_()
+    b = rand((96,), dtype).requires_grad_()
+    xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    compiled(fn)(x, w, b).backward()
+    fn(xr, wr, br).backward()
+    for got, want in ((x.grad, xr.grad), (w.grad, wr.grad), (b.grad, br.grad)):
+        torch.testing.assert_close(got, want, **TOL[dtype])
+    assert len(backend.compiled_graphs()) >= 2  # a forward and a backward graph
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", models.MODELS)
+def test_models_match_eager_in_training_and_inference(name, dtype):
+    model, inputs = models.make(name, "cuda", dtype, small=True)
+    ref_model, _ = models.make(name, "cuda", dtype, small=True)
+    ref_model.load_state_dict(model.state_dict())
+    tol = TOL[dtype] if dtype != torch.float32 else dict(rtol=1e-4, atol=1e-4)
+    # Training: forward and backward, batch norm in training mode.
+    out = torch.compile(model, backend="cudajit")(*inputs)
+    ref = ref_model(*inputs)
+    torch.testing.assert_close(out, ref, **tol)
+    out.float().square().mean().backward()
+    ref.float().square().mean().backward()
+    for (n, p), (_, q) in zip(model.named_parameters(), ref_model.named_parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **tol, msg=lambda m: f"{n}: {m}")
+    # Inference.
+    torch._dynamo.reset()
+    model.eval(), ref_model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend="cudajit")(*inputs),
+                                   ref_model(*inputs), **tol)
+    assert fused_nodes() > 0
+
+
+def test_new_batch_sizes_compile_nothing():
+    model, (x,) = models.make("gpt2", "cuda", torch.float32, small=True)
+    run = torch.compile(model, backend="cudajit")
+    with torch.no_grad():
+        for b in (2, 3):  # the second size makes Dynamo trace once more, with a symbolic batch
+            run(torch.randn(b, *x.shape[1:], device="cuda"))
+        compiles = _C.nvrtc_compile_count()
+        for b in (5, 8, 13):
+            xb = torch.randn(b, *x.shape[1:], device="cuda")
+            torch.testing.assert_close(run(xb), model(xb), rtol=1e-4, atol=1e-4)
+    assert _C.nvrtc_compile_count() == compiles
+
+
+def test_debug_option_prints_each_kernel_with_its_nodes(capfd):
+    x = rand((8, 8), torch.float32)
+    torch.compile(lambda x: torch.exp(x) + 1, backend="cudajit",
+                  options={"debug": True})(x)
+    err = capfd.readouterr().err
+    assert "__global__ void fused_" in err and "aten.exp.default" in err
+
+
+def test_changing_learning_rate_never_recompiles_the_backends_kernels():
+    from torch._dynamo.utils import counters
+    counters.clear()
+    w, g = rand((1000,), torch.float32), rand((1000,), torch.float32)
+    step = compiled(lambda w, g, lr: w - (-lr) * g * 0.5)
+    for t in range(20):
+        lr = 0.1 / (1 + t)
+        torch.testing.assert_close(step(w, g, lr), w + lr * g * 0.5)
+    assert counters["stats"]["unique_graphs"] <= 2, dict(counters["stats"])
