@@ -55,6 +55,8 @@ BENCHMARKS = [
     Benchmark("cluster", ("--markdown",), ("--markdown", "--ranks", "1,8,32"), gpu=False),
     Benchmark("whole_file", ("--markdown",),
               ("--markdown", "--files", "gelu_forward,softmax_forward", "--repeats", "1"), gpu=False),
+    Benchmark("backend", ("--markdown", "--plot", os.path.join(HERE, "backend.png")),
+              ("--markdown", "--models", "gpt2", "--reps", "10"), timeout_s=1800),
 ]
 
 

@@ -1,0 +1,188 @@
+"""torch.compile(backend="cudajit") against eager and Inductor on three models (a GPT-2 block, a
+LLaMA-style block, a ResNet basic block; inference, bfloat16).
+
+For each model and backend, in fresh processes:
+  cold compile  the first call with every cache empty (Inductor's, Triton's and ours): Dynamo,
+                AOTAutograd, code generation and compilation, and the first run;
+  warm start    the first call of a new process that finds the caches the cold process left;
+  steady state  the median time of one call after warm-up, measured with CUDA events in the warm
+                process.
+torch and torch._dynamo are imported before the clock starts in every process; what a backend
+imports on its first call counts as its compile. Inductor runs in its default mode and in
+max-autotune-no-cudagraphs.
+
+Targets (the issue this backend answers): cold compile at most 1/10 of Inductor's default,
+warm start at most 1/5, steady state at least 0.95x Inductor's default and faster than eager.
+
+  python benchmarks/backend.py [--models gpt2,llama,resnet] [--markdown] [--plot FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BACKENDS = ["eager", "inductor", "inductor-max-autotune", "cudajit"]
+
+
+def child(model_name: str, backend: str, reps: int) -> dict:
+    """One process's measurement: the first call, then the steady state."""
+    import torch
+    import torch._dynamo  # noqa: F401  (imported before the clock, in every process)
+    sys.path.insert(0, HERE)
+    import _backend_models as models
+    if backend == "cudajit":
+        import torch_cudajit  # noqa: F401
+    model, inputs = models.make(model_name, "cuda", torch.bfloat16)
+    model.eval()
+    if backend == "eager":
+        fn = model
+    elif backend == "inductor":
+        fn = torch.compile(model)
+    elif backend == "inductor-max-autotune":
+        fn = torch.compile(model, mode="max-autotune-no-cudagraphs")
+    else:
+        fn = torch.compile(model, backend="cudajit")
+    with torch.no_grad():
+        ref = model(*inputs) if backend != "eager" else None
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = fn(*inputs)
+        torch.cuda.synchronize()
+        first = time.perf_counter() - t0
+        err = float((out.float() - ref.float()).abs().max()) if ref is not None else 0.0
+        for _ in range(10):
+            fn(*inputs)
+        times = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn(*inputs)
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+    return {"first_s": first, "steady_ms": statistics.median(times), "max_abs_err": err}
+
+
+def run_child(model_name, backend, cache_dir, reps, timeout=480) -> dict:
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "inductor"),
+               TRITON_CACHE_DIR=os.path.join(cache_dir, "triton"),
+               TORCH_CUDAJIT_CACHE_DIR=os.path.join(cache_dir, "cudajit"))
+    try:
+        p = subprocess.run([sys.executable, __file__, "--child", model_name, backend, str(reps)],
+                           capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {timeout} s"}
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not line:
+        return {"error": (p.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    return json.loads(line[-1])
+
+
+def measure(model_name: str, reps: int) -> dict:
+    rows = {}
+    for backend in BACKENDS:
+        with tempfile.TemporaryDirectory(prefix="cj_backend_bench_") as cache:
+            cold = run_child(model_name, backend, cache, reps)
+            warm = run_child(model_name, backend, cache, reps)
+        rows[backend] = {"cold": cold, "warm": warm}
+        print(f"  {model_name:7s} {backend:22s} cold {cold} warm {warm}", file=sys.stderr,
+              flush=True)
+    return rows
+
+
+def _f(v, fmt):
+    return format(v, fmt) if isinstance(v, (int, float)) else "—"
+
+
+def table(results: dict) -> str:
+    lines = ["| model | backend | cold compile (s) | warm start (s) | steady (ms) | "
+             "steady vs eager | steady vs Inductor |",
+             "|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for model_name, rows in results.items():
+        eager = rows["eager"]["warm"].get("steady_ms")
+        ind = rows["inductor"]
+        ind_ms = ind["warm"].get("steady_ms")
+        for backend, r in rows.items():
+            cold, warm = r["cold"], r["warm"]
+            if "error" in warm or "error" in cold:
+                lines.append(f"| {model_name} | {backend} | error: {cold.get('error') or warm.get('error')} ||||")
+                continue
+            ms = warm["steady_ms"]
+            comp = backend != "eager"
+            lines.append(
+                f"| {model_name} | {backend} | {_f(cold['first_s'] if comp else None, '.2f')} | "
+                f"{_f(warm['first_s'] if comp else None, '.2f')} | {ms:.3f} | "
+                f"{_f(eager / ms if eager else None, '.2f')}x | "
+                f"{_f(ind_ms / ms if ind_ms else None, '.2f')}x |")
+        cj = rows["cudajit"]
+        if all("error" not in cj[k] and "error" not in ind[k] for k in ("cold", "warm")) and eager:
+            cold_ratio = cj["cold"]["first_s"] / ind["cold"]["first_s"]
+            warm_ratio = cj["warm"]["first_s"] / ind["warm"]["first_s"]
+            speed = ind_ms / cj["warm"]["steady_ms"]
+            checks = [("cold compile", cold_ratio <= 0.1, f"{cold_ratio:.3f} of Inductor's (target 0.1)"),
+                      ("warm start", warm_ratio <= 0.2, f"{warm_ratio:.3f} of Inductor's (target 0.2)"),
+                      ("steady state vs Inductor", speed >= 0.95, f"{speed:.2f}x (target 0.95x)"),
+                      ("steady state vs eager", eager / cj["warm"]["steady_ms"] > 1.0,
+                       f"{eager / cj['warm']['steady_ms']:.2f}x (target above 1x)")]
+            for what, ok, text in checks:
+                verdicts.append(f"- {model_name}, {what}: {text}{'' if ok else ' — missed'}")
+    return "\n".join(lines + [""] + verdicts)
+
+
+def plot(results: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    names = list(results)
+    for ax, (key, phase, title) in zip(axes, [("first_s", "cold", "cold compile (s)"),
+                                             ("first_s", "warm", "warm start (s)"),
+                                             ("steady_ms", "warm", "steady state (ms)")]):
+        backends = BACKENDS if key == "steady_ms" else BACKENDS[1:]
+        width = 0.8 / len(backends)
+        for i, b in enumerate(backends):
+            vals = [results[m][b][phase].get(key, 0) for m in names]
+            ax.bar([x + i * width for x in range(len(names))], vals, width, label=b)
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names)
+        ax.set_title(title)
+        if key == "first_s":
+            ax.set_yscale("log")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child", nargs=3)
+    ap.add_argument("--models", default="gpt2,llama,resnet")
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--plot")
+    ap.add_argument("--json", help="also write the raw results here")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child[0], args.child[1], int(args.child[2]))))
+        return
+    results = {m: measure(m, args.reps) for m in args.models.split(",")}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    print(table(results))
+    if args.plot:
+        try:
+            plot(results, args.plot)
+        except ImportError:
+            print("(matplotlib missing: no plot)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
