@@ -129,10 +129,57 @@ def _op_number(k: "KernelParts", i: int, value, compiling: bool):
         return "i", [value], None
     if isinstance(value, complex):
         return "c", [value.real, value.imag], None
-    # A float torch.compile made symbolic (one it saw change) reaches the graph as a 0-d tensor
-    # computed from it, with a placeholder in `floats`: that keeps it a graph input, where in
-    # `floats` it would be specialized and each new value (a learning rate) would recompile.
-    # Constants and symbolic ints stay in the lists.
+    # A float torch.compile made symbolic (one it saw change, or one computed from such a float)
+    # reaches the graph as a 0-d tensor computed from it (cudajit::float_tensor, below), with a
+    # placeholder in `floats`: that keeps it a graph input, where in `floats` it would be
+    # specialized and each new value (a learning rate) would recompile. Constants and symbolic
+    # ints stay in the lists.
     if compiling and not _has_static_value(value):
-        return "f", [0.0], torch.zeros((), dtype=torch.float64, device="cpu") + value
+        return "f", [0.0], torch.ops.cudajit.float_tensor.default(value)
     return "f", [value], None
+
+
+# cudajit::float_tensor(Scalar value) -> Tensor: a float as a 0-d float64 CPU tensor, for the
+# graphs torch.compile traces. Its one implementation is Python, so it is defined here rather
+# than with cudajit::launch in C++. CompositeImplicitAutograd: AOTAutograd traces through it, and
+# compiled graphs hold only the aten ops of _float_tensor. Dynamo's graph holds the op itself,
+# which AOTAutograd's cache takes (a call of a Python function there would bypass the cache).
+_LIB = torch.library.Library("cudajit", "FRAGMENT")
+_LIB.define("float_tensor(Scalar value) -> Tensor")
+
+
+def _float_tensor(value):
+    # Dynamo passes a float argument that changes to the graph as a tensor, and traces the
+    # function with its item(): a SymFloat whose expression is a symbol. The add below takes the
+    # float as a scalar operand, and AOTAutograd's tensorify_python_scalars pass computes it from
+    # that tensor instead. The pass then specializes (a guard on the value, so a recompile for
+    # each new one) every float symbol it did not record, and torch 2.11 records an operand's
+    # expression, not the symbols in it: a float computed from the argument (-lr, 2 * lr,
+    # lr / (1 + t)) leaves its symbol unrecorded. A second op per symbol, with the symbol itself
+    # as an operand, gets each recorded; its result leaves the value unchanged.
+    t = torch.zeros((), dtype=torch.float64, device="cpu") + value
+    if isinstance(value, torch.SymFloat):
+        for symbol in _float_symbols(value):
+            seen = torch.zeros((), dtype=torch.float64, device="cpu") * symbol
+            t = torch.where(seen == seen, t, t)  # t, whatever `seen` holds (nan included)
+    return t
+
+
+def _float_symbols(value: "torch.SymFloat") -> list:
+    """The float symbols (backed: Dynamo's float inputs) of a SymFloat computed from them, each
+    as a SymFloat of its own, which make_fx traces back to the item() that made it. None for a
+    lone symbol, which tensorify_python_scalars records as it is."""
+    import sympy
+    from torch.utils._sympy.symbol import SymT, symbol_is_type
+    node = value.node
+    expr = getattr(node, "_expr", node.expr)  # as computed, before the ShapeEnv's replacements
+    shape_env = node.shape_env
+    hints = getattr(shape_env, "backed_var_to_val", None)
+    if isinstance(expr, sympy.Symbol) or hints is None:
+        return []
+    return [shape_env.create_symfloatnode(s, hint=float(hints[s]))
+            for s in sorted(expr.free_symbols, key=str)
+            if symbol_is_type(s, SymT.FLOAT) and s in hints]
+
+
+_LIB.impl("float_tensor", _float_tensor, "CompositeImplicitAutograd")

@@ -40,24 +40,63 @@ __global__ void auto_scale(auto out, const auto x, auto a, int n) {
 
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
+    from torch._dynamo.utils import counters
     torch._dynamo.reset()
+    counters.clear()
     yield
     torch._dynamo.reset()
 
 
 class Recorder:
     """A torch.compile backend that records each forward graph and runs nothing: the op has no
-    CPU kernel, so tracing is what runs here. Outputs come back as the graph's first inputs."""
+    CPU kernel, so tracing is what runs here. Outputs come back as the graph's first inputs.
+    With ``run=True`` it runs the graph (with the `cpu_launches` fixture's kernel for the op)."""
 
     def __init__(self):
         self.codes: list = []
 
-    def backend(self):
+    def backend(self, run: bool = False):
         def fw_compiler(gm, example_inputs):
             self.codes.append(gm.code)
+            if run:
+                return make_boxed_func(gm.forward)
             n_out = len(next(n for n in gm.graph.nodes if n.op == "output").args[0])
             return make_boxed_func(lambda *args: tuple(args[:n_out]))
         return aot_autograd(fw_compiler=fw_compiler)
+
+
+@pytest.fixture
+def cpu_launches():
+    """For one test, a CPU kernel of cudajit::launch that launches nothing and records the float
+    parameters of each call as the op reads them (a 0-d tensor of scalar_tensors, else the entry
+    of `floats`): a list of lists, one per launch. With it, a compiled graph runs on CPU tensors
+    under every backend, inductor's included."""
+    calls: list = []
+
+    def launch(k, out0, out1, out2, out3, more_outputs, inputs, ints, floats, kinds, grid, block,
+               shared_mem=0, scalar_tensors=None):
+        values, f = [], 0
+        for j, kind in enumerate(kinds):
+            if kind == "f":
+                given = scalar_tensors[j] if scalar_tensors is not None else None
+                values.append(floats[f] if given is None else given.item())
+            f += {"f": 1, "c": 2}.get(kind, 0)
+        calls.append(values)
+
+    with torch.library._scoped_library("cudajit", "IMPL") as lib:
+        lib.impl("launch", launch, "CPU")
+        yield calls
+
+
+def graph_count() -> int:
+    from torch._dynamo.utils import counters
+    return counters["stats"]["unique_graphs"]
+
+
+def backend_for(name: str, rec: Recorder):
+    """The torch.compile backend a test names: for "aot" the recording AOTAutograd backend,
+    which runs the graph."""
+    return rec.backend(run=True) if name == "aot" else name
 
 
 def launches(code: str) -> int:
@@ -120,18 +159,79 @@ def test_changing_numbers_do_not_recompile(dynamic):
     assert "0.1" not in rec.codes[-1] and "0.9" not in rec.codes[-1], rec.codes[-1]
 
 
-def test_a_float_kept_in_a_tensor_never_recompiles():
+@pytest.mark.parametrize("backend", ["aot", "inductor"])
+def test_a_float_kept_in_a_tensor_never_recompiles(backend, cpu_launches):
     """A float parameter given a 0-d CPU tensor (a learning rate kept in a tensor, as torch's
     optimizers allow) is a graph input from the first call: 100 new values, one graph."""
     k = cj.jit(ACCUMULATE)
     out, x = torch.randn(N), torch.randn(N)
     rec = Recorder()
-    compiled = torch.compile(lambda out, x, a: k.forall(N)(out, x, a, N), backend=rec.backend(),
-                             fullgraph=True)
-    for t in range(100):
-        compiled(out, x, torch.tensor(0.1 / (1 + t), dtype=torch.float64))
-    assert len(rec.codes) == 1, rec.codes
-    assert "scalar_tensors = [" in rec.codes[0], rec.codes[0]
+    compiled = torch.compile(lambda out, x, a: k.forall(N)(out, x, a, N),
+                             backend=backend_for(backend, rec), fullgraph=True)
+    values = [0.1 / (1 + t) for t in range(100)]
+    for a in values:
+        compiled(out, x, torch.tensor(a, dtype=torch.float64))
+    assert graph_count() == 1
+    assert [call[0] for call in cpu_launches] == values
+    if backend == "aot":
+        assert "scalar_tensors = [" in rec.codes[0], rec.codes[0]
+
+
+# The float parameter of a launch computed inside the compiled function from its arguments, as
+# an optimizer step does (-lr for a kernel that adds, a decayed rate, ...).
+COMPUTED_FLOATS = {
+    "neg": lambda lr, m, t: -lr,
+    "twice": lambda lr, m, t: 2 * lr,
+    "times_two": lambda lr, m, t: lr * 2,
+    "decayed": lambda lr, m, t: lr / (1 + t),
+    "two_floats": lambda lr, m, t: lr - 0.5 * m,
+}
+
+ADD_SCALED = r"""
+__global__ void add_scaled(float* __restrict__ w, const float* __restrict__ g, float a,
+                           long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) w[i] += a * g[i];
+}
+"""
+
+ADD_SCALED_TEMPLATE = r"""
+template <class T> __global__ void add_scaled(T* w, const T* g, T a, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) w[i] += a * g[i];
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["aot", "inductor"])
+@pytest.mark.parametrize("expr", list(COMPUTED_FLOATS))
+@pytest.mark.parametrize("kernel", ["pointers", "template"])
+@pytest.mark.parametrize("form", ["index", "forall"])
+def test_floats_computed_from_changing_floats_do_not_recompile(form, kernel, expr, backend,
+                                                               cpu_launches):
+    """20 steps whose float arguments change every step, the kernel's float computed from them
+    inside the compiled function: two graphs (the first values as constants, then symbolic), and
+    each launch gets the float of its step."""
+    k = cj.jit(ADD_SCALED_TEMPLATE if kernel == "template" else ADD_SCALED)
+    compute = COMPUTED_FLOATS[expr]
+    w, g = torch.randn(N), torch.randn(N)
+
+    def step(w, g, lr: float, m: float, t: int):
+        a = compute(lr, m, t)
+        if form == "index":
+            k[(N + 127) // 128, 128](w, g, a, N)
+        else:
+            k.forall(N)(w, g, a, N)
+
+    rec = Recorder()
+    compiled = torch.compile(step, backend=backend_for(backend, rec), fullgraph=True)
+    expected = []
+    for t in range(20):
+        lr, m = 0.1 / (1 + t), 0.9 - 0.01 * t
+        compiled(w, g, lr, m, t)
+        expected.append(compute(lr, m, t))
+    assert graph_count() == 2
+    assert [call[0] for call in cpu_launches] == pytest.approx(expected, rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("value, what", [
@@ -296,8 +396,10 @@ def test_float_in_a_tensor_matches_the_number(device):
 
 
 @pytest.mark.gpu
-def test_optimizer_loop_compiles_twice_in_100_steps(device):
-    """The recompile count of the issue's optimizer loop, with inductor, on the GPU."""
+@pytest.mark.parametrize("negated", [False, True], ids=["lr", "minus_lr"])
+def test_optimizer_loop_compiles_twice_in_100_steps(device, negated):
+    """The recompile count of the issue's optimizer loop, with inductor, on the GPU; the
+    learning rate passed as given, or negated inside the compiled function."""
     from torch._dynamo.utils import counters
     k = cj.jit(SGD)
     w = random_values((N,), torch.float32, device)
@@ -306,7 +408,7 @@ def test_optimizer_loop_compiles_twice_in_100_steps(device):
     w_ref, m_ref = w.clone(), m.clone()
 
     def step(w, m, g, lr: float, momentum: float, t: int):
-        k.forall(N)(w, m, g, lr, momentum, t, N)
+        k.forall(N)(w, m, g, -lr if negated else lr, momentum, t, N)
         return w
 
     counters.clear()
@@ -315,7 +417,7 @@ def test_optimizer_loop_compiles_twice_in_100_steps(device):
         lr, momentum = 0.1 / (1 + t), 0.9 - 0.001 * t
         compiled(w, m, g, lr, momentum, t)
         m_ref.mul_(momentum).add_(g)
-        w_ref.sub_(lr * m_ref)
+        w_ref.sub_((-lr if negated else lr) * m_ref)
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
     torch.testing.assert_close(m, m_ref)
     torch.testing.assert_close(w, w_ref, rtol=1e-5, atol=1e-5)
