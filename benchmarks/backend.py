@@ -85,9 +85,9 @@ def run_child(model_name, backend, cache_dir, reps, timeout=480) -> dict:
     return json.loads(line[-1])
 
 
-def measure(model_name: str, reps: int) -> dict:
+def measure(model_name: str, reps: int, backends=BACKENDS) -> dict:
     rows = {}
-    for backend in BACKENDS:
+    for backend in backends:
         with tempfile.TemporaryDirectory(prefix="cj_backend_bench_") as cache:
             cold = run_child(model_name, backend, cache, reps)
             warm = run_child(model_name, backend, cache, reps)
@@ -165,6 +165,8 @@ def main():
     ap.add_argument("--child", nargs=3)
     ap.add_argument("--models", default="gpt2,llama,resnet")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--backends", default=",".join(BACKENDS),
+                    help="a subset of " + ",".join(BACKENDS) + " (the table needs all)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--plot")
     ap.add_argument("--json", help="also write the raw results here")
@@ -172,10 +174,14 @@ def main():
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1], int(args.child[2]))))
         return
-    results = {m: measure(m, args.reps) for m in args.models.split(",")}
+    backends = args.backends.split(",")
+    results = {m: measure(m, args.reps, backends) for m in args.models.split(",")}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+    if backends != BACKENDS:
+        print(json.dumps(results, indent=1))
+        return
     print(table(results))
     if args.plot:
         try:

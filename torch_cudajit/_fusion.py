@@ -370,6 +370,8 @@ class _Emitter:
         self.scope = 0
         self.loaded: dict = {}
         self.pending: list = []
+        self.mode = "unravel"      # how elements are addressed: see _element
+        self.row_bases: list = []  # arrays whose row base offset the row loop computes
 
     def new_scope(self):
         self.scope += 1
@@ -418,8 +420,24 @@ class _Emitter:
             var = f"{inp.name}_{self.scope}"
             self.loaded[(inp.name, index)] = var
             self.pending.append(f"const {ct} {var} = static_cast<{ct}>("
-                                f"{inp.name}.data()[{inp.name}.flat_offset({index})]);")
+                                f"{self._element(inp.name, index)});")
         return var, ct
+
+    def _element(self, array: str, index: str) -> str:
+        """The element of `array` at the loop's position (index "cj_i") or at the row's
+        (index "cj_row", row values): through the coordinates unravelled once per position
+        (pointwise kernels), or the row's base offset and the last dimension's stride (row
+        kernels), so that no array divides its own index; a parameter of the lambda in
+        cj::elementwise kernels."""
+        if index == "cj_row":
+            return f"{array}.data()[{array}.flat_offset(cj_row)]"
+        if self.mode == "lambda":
+            return f"{array}_p"
+        if self.mode == "row":
+            if array not in self.row_bases:
+                self.row_bases.append(array)
+            return f"{array}.data()[{array}_base + cj_c * {array}_step]"
+        return f"{array}.data()[{array}.offset_at(cj_i, cj_at)]"
 
     def expression(self, m: _Member) -> str:
         node = m.node
@@ -434,6 +452,13 @@ class _Emitter:
             return v[0] if v[1] == c else f"static_cast<{c}>({v[0]})"
 
         if t in ops.CASTS:
+            # A 16-bit float value is rounded to its dtype where the program converts it, as
+            # eager stores it between operations (it is kept in float inside the kernel).
+            src = operands[0]
+            if isinstance(src, fx.Node) and src in self.g.members and \
+                    _val(src).dtype in (torch.float16, torch.bfloat16):
+                st = ops.STORAGE[_val(src).dtype]
+                return as_((f"static_cast<float>(static_cast<{st}>({vals[0][0]}))", "float"), ct)
             return as_(vals[0], ct)
         if t in ops.UNARY:
             return ops.UNARY[t](as_(vals[0], ct))
@@ -528,12 +553,15 @@ class _Emitter:
 
     def _store(self, i, m, dtype, index, indent):
         st = ops.STORAGE[dtype]
-        return (f"{indent}out{i}.data()[out{i}.flat_offset({index})] = "
-                f"static_cast<{st}>({m.var});")
+        return f"{indent}{self._element(f'out{i}', index)} = static_cast<{st}>({m.var});"
 
     def _pointwise_body(self, members, outs):
         plan = self.plan
-        lines = ["  cj::for_each(cj_n, [&](long long cj_i) {"]
+        if self._vectorizable(outs):
+            return self._elementwise_body(members)
+        lines = ["  cj::for_each(cj_n, [&](long long cj_i) {",
+                 f"    long long cj_at[{self.rank}];",
+                 "    cj::unravel(out0, cj_i, cj_at);"]
         self.new_scope()
         for m in members:
             lines.append(self._define(m, "    "))
@@ -542,9 +570,36 @@ class _Emitter:
         lines.append("  });")
         return lines
 
+    def _vectorizable(self, outs) -> bool:
+        """One output, and every input read whole at the iteration shape and contiguous in the
+        traced program: cj::elementwise, whose 16-byte vector loads and stores are used when
+        the arrays' layouts allow it at run time."""
+        if len(self.plan.outputs) != 1 or self.plan.outputs[0][2] is not None:
+            return False
+        for n in {o for m in self.g.members for o in m.all_input_nodes} - set(self.g.members):
+            if _is_scalar_input(n):
+                continue
+            v = _val(n)
+            if not _same_shape(v.shape, self.g.shape) or not v.is_contiguous():
+                return False
+        return True
+
+    def _elementwise_body(self, members):
+        """out0 = f(inputs...) with cj::elementwise: the loads are the lambda's parameters."""
+        self.mode = "lambda"
+        self.new_scope()
+        body = [self._define(m, "    ") for m in members]
+        last = self.plan.outputs[0][0]
+        tensors = [i for i in self.inputs.values() if i.level != "scalar"]
+        params = ", ".join(f"const {ops.STORAGE[i.dtype]} {i.name}_p" for i in tensors)
+        args = ", ".join(i.name for i in tensors)
+        return ([f"  cj::elementwise(out0, [=]({params}) {{"] + body +
+                [f"    return {last.var};", f"  }}, {args});"])
+
     def _row_body(self, members, reductions, outs):
         plan = self.plan
         lines = ["  for (long long cj_row = blockIdx.x; cj_row < cj_rows; cj_row += gridDim.x) {"]
+        self.mode = "row"
         done = set()
         self.new_scope()
         row_scope = (self.scope, self.loaded)
@@ -570,7 +625,6 @@ class _Emitter:
                 kind = ops.REDUCTIONS[m.node.target][0]
                 lines.append(f"    {m.ctype} {m.var}_acc = {ops.reduction_init(kind, m.ctype)};")
             lines.append("    for (long long cj_c = threadIdx.x; cj_c < cj_cols; cj_c += blockDim.x) {")
-            lines.append("      const long long cj_i = cj_row * cj_cols + cj_c;")
             self.new_scope()
             for e in self._closure([m.node.args[0] for m in here], members, "e"):
                 lines.append(self._define(e, "      "))
@@ -593,7 +647,6 @@ class _Emitter:
         element_outs = [(i, m, d) for i, (m, d, _) in enumerate(plan.outputs) if m.level == "e"]
         if element_outs:
             lines.append("    for (long long cj_c = threadIdx.x; cj_c < cj_cols; cj_c += blockDim.x) {")
-            lines.append("      const long long cj_i = cj_row * cj_cols + cj_c;")
             self.new_scope()
             for e in self._closure([m.node for _, m, _ in element_outs], members, "e"):
                 lines.append(self._define(e, "      "))
@@ -607,6 +660,10 @@ class _Emitter:
                 lines.append(self._store(i, m, d, "cj_row", "      "))
             lines.append("    }")
         lines.append("  }")
+        # Each array read or written per element starts its row at one offset and steps by its
+        # last dimension's stride.
+        lines[1:1] = [f"    const long long {a}_base = {a}.flat_offset(cj_row * cj_cols), "
+                      f"{a}_step = {a}.inner_stride();" for a in self.row_bases]
         return lines
 
     def _shape_recipe(self):
@@ -666,7 +723,7 @@ class GroupLaunch:
         self.kernel = kernel
         self.row = plan.group.row
         self.recipe = plan.shape_recipe
-        self.inputs = [(i.level, i.unsqueeze) for i in plan.inputs]
+        self.inputs = [(i.level, i.unsqueeze, i.dtype) for i in plan.inputs]
         self.outputs = [(m.level, dtype, order) for m, dtype, order in plan.outputs]
         self.name = self.__name__ = plan.name
         self.launch_forall = kernel.forall
@@ -677,10 +734,14 @@ class GroupLaunch:
         keep = shape[:-1] + [1]
         device = None
         tensors, scalars = [], []
-        for (level, unsqueeze), a in zip(self.inputs, args):
+        for (level, unsqueeze, dtype), a in zip(self.inputs, args):
             if level == "scalar":
                 scalars.append(a.item() if isinstance(a, torch.Tensor) else a)
                 continue
+            if a.dtype != dtype:
+                # An aten operation whose result's dtype its meta function gets wrong (batch
+                # norm's statistics): the value as the graph typed it.
+                a = a.to(dtype)
             device = a.device
             if unsqueeze:
                 a = a.unsqueeze(-1)
@@ -818,11 +879,16 @@ def compile_graph(gm: fx.GraphModule, example_inputs, *, arch=None, debug=False)
             from ._loader import _C
             arch = _C.device_compute_capability(device.index or 0)
     if arch is not None:
-        specs = {p.name: [_example_args(p)] for p in plans}
-        if len(plans) == 1:
-            kernels[plans[0].name].precompile(specs[plans[0].name], arch=arch, processes=False)
-        else:
-            module.precompile(specs, arch=arch)
+        # torch.compile calls the backend with its fake-tensor mode active; the example
+        # arguments are plain meta tensors.
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        with unset_fake_temporarily():
+            specs = {p.name: [_example_args(p)] for p in plans}
+            if len(plans) == 1:
+                kernels[plans[0].name].precompile(specs[plans[0].name], arch=arch,
+                                                  processes=False)
+            else:
+                module.precompile(specs, arch=arch)
     launches = [GroupLaunch(kernels[p.name], p, 0) for p in plans]
     new_gm = _rewrite(gm, plans, launches)
     return CompiledGraph(source, module, launches,

@@ -63,7 +63,8 @@ UNARY = {
     aten.sign.default: _unary("sign"),
     aten.round.default: _unary("round"),
     aten.logical_not.default: lambda a: f"(!{a})",
-    aten.bitwise_not.default: lambda a: f"(~{a})",
+    # On bool, ~ is logical not (C++'s ~ would promote to int: ~true is -2, still true).
+    aten.bitwise_not.default: lambda a: f"cj::op::bitwise_not({a})",
     aten.isnan.default: _unary("isnan"),
     aten.isinf.default: _unary("isinf"),
 }
@@ -136,7 +137,6 @@ def decompositions() -> dict:
              "native_layer_norm_backward", "_softmax", "_log_softmax", "_softmax_backward_data",
              "_log_softmax_backward_data", "var_mean", "var", "sigmoid_backward",
              "tanh_backward", "threshold_backward", "_native_batch_norm_legit_no_training",
-             "native_batch_norm",
              "_fused_rms_norm", "_fused_rms_norm_backward", "addcmul", "addcdiv", "hardtanh",
              "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "mish", "softplus",
              "softplus_backward", "elu", "elu_backward", "rsub", "masked_fill",

@@ -43,10 +43,46 @@ def cudajit(gm, example_inputs, options: dict | None = None, **kwargs):
 
     from ._fusion_ops import decompositions
     compiler = partial(_compile, debug=debug)
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
-                        inference_compiler=compiler, decompositions=decompositions(),
-                        partition_fn=min_cut_rematerialization_partition,
-                        keep_inference_input_mutations=True)(gm, example_inputs)
+    extra = _record_float_symbols(gm)
+    compiled = aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                            inference_compiler=compiler, decompositions=decompositions(),
+                            partition_fn=min_cut_rematerialization_partition,
+                            keep_inference_input_mutations=True)(gm, example_inputs)
+    if not extra:
+        return compiled
+
+    def without_extra_outputs(*args):
+        return compiled(*args)[:-extra]
+    return without_extra_outputs
+
+
+def _record_float_symbols(gm) -> int:
+    """Keeps floats that change from recompiling on torch versions whose AOTAutograd
+    (tensorify_python_scalars) specializes a float symbol when the graph only uses expressions
+    of it (``-lr``, ``2 * lr``): each float Dynamo passes as a tensor and reads with item() is
+    also returned as cudajit::float_tensor(item), where the symbol stands alone, and the caller
+    drops these outputs. Returns how many were added."""
+    import torch
+    if tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 15):
+        return 0  # recorded there (pytorch#182136)
+    items = [n for n in gm.graph.nodes
+             if n.op == "call_method" and n.target == "item"
+             and isinstance(n.meta.get("example_value"), torch.SymFloat)]
+    if not items:
+        return 0
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    results = out.args[0]
+    if not isinstance(results, (tuple, list)):
+        return 0
+    with gm.graph.inserting_before(out):
+        added = []
+        for n in items:
+            t = gm.graph.call_function(torch.ops.cudajit.float_tensor.default, (n,))
+            t.meta["example_value"] = torch.empty((), dtype=torch.float64)
+            added.append(t)
+    out.args = (tuple(results) + tuple(added),)
+    gm.recompile()
+    return len(added)
 
 
 def _compile(gm, example_inputs, *, debug: bool):

@@ -36,7 +36,8 @@ REDUCTIONS = {
     "softmax": lambda x: F.softmax(x, -1), "log_softmax": lambda x: F.log_softmax(x, -1),
     "layer_norm": lambda x: F.layer_norm(x, x.shape[-1:]),
     "rms_norm": lambda x: F.rms_norm(x, x.shape[-1:], eps=1e-6),
-    "var_mean": lambda x: torch.var_mean(x, -1)[0] + torch.var_mean(x, -1)[1],
+    "var_mean": lambda x: torch.var_mean(x, -1, correction=0)[0] + torch.var_mean(x, -1)[1],
+    "var": lambda x: torch.var(x, -1, keepdim=True) * x if x.shape[-1] > 1 else x,
     "logsumexp": lambda x: torch.logsumexp(x, -1),
 }
 # Reductions the backend leaves to aten: another dimension, values with indices.

@@ -195,7 +195,7 @@ def test_models_fuse_on_cuda_graphs(name):
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
     import _backend_models as models
     model, inputs = models.make(name, "meta", torch.float32, small=True)
-    model.eval()  # batch norm in inference: pointwise, fused (in training it is aten's)
+    model.eval()
     mode = FakeTensorMode()
     with mode:
         params = {k: mode.from_tensor(v) for k, v in model.named_parameters()}
@@ -207,7 +207,8 @@ def test_models_fuse_on_cuda_graphs(name):
         gm = make_fx(fn, decomposition_table=decompositions(), tracing_mode="fake")(
             params, buffers, *fake_inputs)
     c = compile_graph(gm, None, arch=90)
-    assert c.fused_nodes >= 5 and c.launches, c.source
+    # make_fx keeps batch norm an aten call (AOTAutograd's inference graphs decompose it).
+    assert c.fused_nodes >= (3 if name == "resnet" else 8) and c.launches, c.source
 
 
 def test_module_precompile_compiles_several_kernels_as_one_program():
@@ -242,3 +243,23 @@ def test_pch_is_used_unless_switched_off():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("form", ["lr", "-lr", "2 * lr", "lr / (1 + t)"])
+def test_a_changing_learning_rate_compiles_two_graphs(form):
+    """20 steps with a learning rate that changes every step, given or computed from the
+    argument inside the compiled function: two graphs (the first value as a constant, then
+    symbolic), on every supported torch (CPU tensors: nothing fuses, Dynamo and AOTAutograd
+    run as on the GPU)."""
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    rate = {"lr": lambda lr, t: lr, "-lr": lambda lr, t: -lr, "2 * lr": lambda lr, t: 2 * lr,
+            "lr / (1 + t)": lambda lr, t: lr / (1 + t)}[form]
+    w, g = torch.randn(100), torch.randn(100)
+    step = torch.compile(lambda w, g, lr, t: w - rate(lr, t) * g * 0.5, backend="cudajit",
+                         fullgraph=True)
+    for t in range(20):
+        lr = 0.1 / (1 + t)
+        torch.testing.assert_close(step(w, g, lr, t), w - rate(lr, t) * g * 0.5)
+    assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])

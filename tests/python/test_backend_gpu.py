@@ -48,7 +48,7 @@ def rand(shape, dtype, layout="contiguous"):
         base = torch.rand(*shape[:-2], shape[-1], shape[-2], device="cuda") + 0.5
         base = base.transpose(-1, -2)
     else:
-        base = torch.rand(*shape, device="cuda") + 0.5
+        base = torch.rand(shape, device="cuda") + 0.5
     sign = torch.where(torch.rand(base.shape, device="cuda") < 0.5, -1.0, 1.0)
     return (base * sign).to(dtype)
 
@@ -103,10 +103,14 @@ def test_reductions_match_eager(name, shape, dtype):
     fn = {**REDUCTIONS, **UNFUSED_REDUCTIONS}[name]
     x = rand(shape, dtype, "transposed")
     got = compiled(lambda x: fn(x * 1.5))(x)
+    want = fn(x * 1.5)
     tol = dict(TOL[dtype])
     if dtype == torch.float32:
         tol = dict(rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(got, fn(x * 1.5), **tol)
+    # A sum in 16 bits is rounded once at its magnitude (eager rounds it before the next
+    # operation; the kernel keeps it in float): the tolerance scales with it.
+    tol["atol"] *= max(1.0, float(want.float().abs().nan_to_num().max()))
+    torch.testing.assert_close(got, want, **tol, equal_nan=True)
 
 
 @pytest.mark.parametrize("name", ["pointwise", "softmax", "sum"])
@@ -180,12 +184,18 @@ def test_debug_option_prints_each_kernel_with_its_nodes(capfd):
     assert "__global__ void fused_" in err and "aten.exp.default" in err
 
 
-def test_changing_learning_rate_never_recompiles_the_backends_kernels():
+@pytest.mark.parametrize("form", ["lr", "-lr", "2 * lr", "lr / (1 + t)"])
+def test_a_changing_learning_rate_compiles_two_graphs(form):
+    """20 steps of an update whose learning rate changes every step, given as the argument or
+    computed from it inside the compiled function: Dynamo compiles with the first value as a
+    constant and once more with it symbolic; the kernels take it as a parameter."""
     from torch._dynamo.utils import counters
     counters.clear()
     w, g = rand((1000,), torch.float32), rand((1000,), torch.float32)
-    step = compiled(lambda w, g, lr: w - (-lr) * g * 0.5)
+    rate = {"lr": lambda lr, t: lr, "-lr": lambda lr, t: -lr, "2 * lr": lambda lr, t: 2 * lr,
+            "lr / (1 + t)": lambda lr, t: lr / (1 + t)}[form]
+    step = compiled(lambda w, g, lr, t: w - rate(lr, t) * g * 0.5)
     for t in range(20):
         lr = 0.1 / (1 + t)
-        torch.testing.assert_close(step(w, g, lr), w + lr * g * 0.5)
+        torch.testing.assert_close(step(w, g, lr, t), w - rate(lr, t) * g * 0.5)
     assert counters["stats"]["unique_graphs"] <= 2, dict(counters["stats"])

@@ -240,6 +240,30 @@ struct Array {
     }
   }
 
+  /// The stride of the last dimension: 1 for a contiguous array, known when compiling.
+  __device__ __forceinline__ long long inner_stride() const {
+    if constexpr (L::contiguous) {
+      return 1;
+    } else {
+      return strides_[N - 1];
+    }
+  }
+
+  /// The offset of row-major position `flat`, whose coordinates in this array's shape are
+  /// `coord` (cj::unravel): `flat` itself for a contiguous array, coord . strides otherwise.
+  /// Kernels over several arrays of one shape unravel each position once for all of them.
+  __device__ __forceinline__ long long offset_at(long long cj_flat, const long long (&cj_coord)[N]) const {
+    using CjOff = typename detail::offset_type<L::index32>::type;
+    if constexpr (L::contiguous) {
+      return cj_flat;
+    } else {
+      CjOff cj_off = 0;
+#pragma unroll
+      for (int d = 0; d < N; ++d) cj_off += static_cast<CjOff>(cj_coord[d]) * static_cast<CjOff>(strides_[d]);
+      return cj_off;
+    }
+  }
+
   /// V consecutive elements starting at row-major position `flat` (a multiple of V), for a
   /// contiguous array: one V * sizeof(T)-byte access when the layout says the data is 16-byte
   /// aligned and V * sizeof(T) is 2, 4, 8 or 16, else V scalar accesses.
@@ -371,6 +395,21 @@ __device__ __forceinline__ Vec<CjO, CjV> apply_lanes(CjF& cj_f, const CjVs&... c
   return cj_r;
 }
 }  // namespace detail
+
+/// The coordinates of row-major position `flat` in `a`'s shape (in 32-bit arithmetic when the
+/// array's layout allows it); see Array::offset_at.
+template <class CjT, int CjN, class CjL>
+__device__ __forceinline__ void unravel(const Array<CjT, CjN, CjL>& cj_a, long long cj_flat,
+                                        long long (&cj_coord)[CjN]) {
+  using CjOff = typename detail::offset_type<CjL::index32>::type;
+  CjOff cj_rest = static_cast<CjOff>(cj_flat);
+#pragma unroll
+  for (int d = CjN - 1; d >= 0; --d) {
+    const CjOff cj_n = static_cast<CjOff>(cj_a.size(d));
+    cj_coord[d] = cj_rest % cj_n;
+    cj_rest /= cj_n;
+  }
+}
 
 /// Calls f(i) for every i in [0, n), spread over the whole grid (a grid-stride loop), so any
 /// grid covers the work; kernel.forall(n) gives each thread one task.
@@ -520,6 +559,8 @@ template <class CjT> __device__ __forceinline__ CjT minimum(CjT cj_a, CjT cj_b) 
 template <class CjT> __device__ __forceinline__ CjT sign(CjT cj_x) {
   return static_cast<CjT>((CjT(0) < cj_x) - (cj_x < CjT(0)));
 }
+template <class CjT> __device__ __forceinline__ CjT bitwise_not(CjT cj_x) { return ~cj_x; }
+__device__ __forceinline__ bool bitwise_not(bool cj_x) { return !cj_x; }
 template <class CjT> __device__ __forceinline__ CjT sigmoid(CjT cj_x) { return CjT(1) / (CjT(1) + exp(-cj_x)); }
 /// Python's %: the result has the divisor's sign.
 template <class CjT> __device__ __forceinline__ CjT remainder(CjT cj_a, CjT cj_b) {
