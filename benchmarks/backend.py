@@ -175,10 +175,12 @@ def main():
         print(json.dumps(child(args.child[0], args.child[1], int(args.child[2]))))
         return
     backends = args.backends.split(",")
-    results = {m: measure(m, args.reps, backends) for m in args.models.split(",")}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    results = {}
+    for m in args.models.split(","):
+        results[m] = measure(m, args.reps, backends)
+        if args.json:  # after each model, so that a run cut short keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
     if backends != BACKENDS:
         print(json.dumps(results, indent=1))
         return

@@ -710,8 +710,11 @@ _ROW_THREADS_MAX = 1024
 
 
 def _row_threads(cols: int) -> int:
+    """Threads per row: a block per row, each thread taking about 16 of its elements, so that
+    short rows (attention scores, hidden sizes) use one or two warps and little
+    synchronization, and long rows still spread over the block."""
     t = 32
-    while t < _ROW_THREADS_MAX and t * 4 < cols:
+    while t < _ROW_THREADS_MAX and t * 16 < cols:
         t *= 2
     return t
 
@@ -728,6 +731,13 @@ class GroupLaunch:
         self.name = self.__name__ = plan.name
         self.launch_forall = kernel.forall
         self.index = kernel.__getitem__
+        # Launchers by configuration (the kernel's own cache is behind a compiling check).
+        self.launchers: dict = {}
+
+    def _remember(self, key, launcher):
+        if len(self.launchers) < 64:  # sizes that keep changing are not all kept
+            self.launchers[key] = launcher
+        return launcher
 
     def __call__(self, *args):
         shape = [r if isinstance(r, int) else args[r[0]].shape[r[1]] for r in self.recipe]
@@ -745,7 +755,8 @@ class GroupLaunch:
             device = a.device
             if unsqueeze:
                 a = a.unsqueeze(-1)
-            tensors.append(a.expand(shape if level == "e" else keep))
+            target = shape if level == "e" else keep
+            tensors.append(a if list(a.shape) == target else a.expand(target))
         outs, views = [], []
         for level, dtype, order in self.outputs:
             if level == "e":
@@ -768,14 +779,20 @@ class GroupLaunch:
             # (sum 0, mean NaN), as torch defines them.
             if rows:
                 cols = shape[-1]
-                self.index(((min(rows, 2**31 - 1),), (_row_threads(cols),)))(
-                    *views, *tensors, *scalars, rows, cols)
+                config = ((min(rows, 2**31 - 1),), (_row_threads(cols),))
+                launcher = self.launchers.get(config)
+                if launcher is None:
+                    launcher = self._remember(config, self.index(config))
+                launcher(*views, *tensors, *scalars, rows, cols)
         else:
             numel = 1
             for s in shape:
                 numel *= s
             if numel:
-                self.launch_forall(numel)(*views, *tensors, *scalars, numel)
+                launcher = self.launchers.get(numel)
+                if launcher is None:
+                    launcher = self._remember(numel, self.launch_forall(numel))
+                launcher(*views, *tensors, *scalars, numel)
         return tuple(outs)
 
 
