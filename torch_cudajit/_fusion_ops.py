@@ -149,7 +149,28 @@ def decompositions() -> dict:
     table[aten.var_mean.correction] = _var_mean
     table[aten.var.correction] = _var
     table[aten.native_layer_norm.default] = _layer_norm
+    table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
     return table
+
+
+def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
+    """Batch norm with running statistics as pointwise operations over the channel dimension
+    (torch's decomposition goes through the in-place _native_batch_norm_legit, which
+    AOTAutograd refuses in a functional graph)."""
+    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
+    mean = aten._to_copy.default(running_mean, dtype=compute)
+    invstd = aten.rsqrt.default(aten.add.Tensor(aten._to_copy.default(running_var, dtype=compute), eps))
+    out = aten.mul.Tensor(aten.sub.Tensor(x, aten.view.default(mean, shape)),
+                          aten.view.default(invstd, shape))
+    if weight is not None:
+        out = aten.mul.Tensor(out, aten.view.default(weight, shape))
+    if bias is not None:
+        out = aten.add.Tensor(out, aten.view.default(bias, shape))
+    out = aten._to_copy.default(out, dtype=x.dtype)
+    if x.device.type == "cpu":  # what the aten operation returns for the saved statistics
+        return out, x.new_zeros((0,)), x.new_zeros((0,))
+    return out, mean, invstd
 
 
 def _layer_norm(x, normalized_shape, weight, bias, eps):

@@ -263,3 +263,75 @@ def test_a_changing_learning_rate_compiles_two_graphs(form):
         lr = 0.1 / (1 + t)
         torch.testing.assert_close(step(w, g, lr, t), w - rate(lr, t) * g * 0.5)
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
+
+
+@pytest.fixture
+def groups_as_aten(monkeypatch):
+    """The backend on CPU tensors, with each fusion group's kernel replaced by the aten
+    operations it fuses: the partition, the decompositions, the rewritten graph and each
+    group's run (sizes read from its inputs, outputs allocated in their layouts, the launch's
+    configuration) are checked against eager without a GPU."""
+    import torch.fx as fx
+    from torch_cudajit import _fusion
+
+    monkeypatch.setattr(_fusion, "_fusable_device", lambda t: True)
+    init, call = _fusion.GroupLaunch.__init__, _fusion.GroupLaunch.__call__
+
+    def with_aten_kernel(self, kernel, plan, device_index):
+        init(self, kernel, plan, device_index)
+        n_out = len(plan.outputs)
+
+        def kernel_as_aten(*launch_args):
+            env = {i.node: a for i, a in zip(plan.inputs, self.args)}
+            for n in plan.group.members:
+                env[n] = n.target(*fx.node.map_arg(n.args, env.__getitem__),
+                                  **fx.node.map_arg(n.kwargs, env.__getitem__))
+            for (m, _, _), view in zip(plan.outputs, launch_args[:n_out]):
+                view.copy_(env[m.node].reshape(view.shape))
+            # The sizes the kernel is given agree with the outputs it writes.
+            tail = launch_args[len(launch_args) - (2 if plan.group.row else 1):]
+            for (m, _, _), view in zip(plan.outputs, launch_args[:n_out]):
+                if not plan.group.row:
+                    assert view.numel() == tail[0]
+                elif m.level == "e":
+                    assert view.numel() == tail[0] * tail[1] and view.shape[-1] == tail[1]
+                else:
+                    assert view.numel() == tail[0] and view.shape[-1] == 1
+
+        self.launch_forall = lambda n: kernel_as_aten
+        self.index = lambda config: kernel_as_aten
+
+    def remember_args(self, *args):
+        self.args = args
+        return call(self, *args)
+
+    monkeypatch.setattr(_fusion.GroupLaunch, "__init__", with_aten_kernel)
+    monkeypatch.setattr(_fusion.GroupLaunch, "__call__", remember_args)
+    # Kernels are generated and compiled for sm_90 as on the GPU.
+    monkeypatch.setattr(_fusion.compile_graph, "__kwdefaults__", {"arch": 90, "debug": False})
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "resnet"])
+def test_rewritten_graphs_match_eager_in_training_and_inference(name, groups_as_aten):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    import _backend_models as models
+    torch._dynamo.reset()
+    model, inputs = models.make(name, "cpu", torch.float32, small=True)
+    ref, _ = models.make(name, "cpu", torch.float32, small=True)
+    ref.load_state_dict(model.state_dict())
+    out = torch.compile(model, backend="cudajit")(*inputs)
+    want = ref(*inputs)
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    out.square().mean().backward()
+    want.square().mean().backward()
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=lambda m: f"{n}: {m}")
+    for a, b in zip(model.buffers(), ref.buffers()):  # batch norm's running statistics
+        torch.testing.assert_close(a, b)
+    assert sum(g.fused_nodes for g in backend.compiled_graphs()[-2:]) > 0
+    torch._dynamo.reset()
+    model.eval(), ref.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend="cudajit")(*inputs), ref(*inputs),
+                                   rtol=1e-5, atol=1e-5)
+    assert backend.compiled_graphs()[-1].fused_nodes > 0
