@@ -1,5 +1,6 @@
 // torch_cudajit C++ tests: the specialization table (csrc/specialization_table.h): compile
-// once, compile_many in one NVRTC call, concurrent get(), slots and failed compiles.
+// once, compile_many in one NVRTC call, compile_together across the kernels of one source,
+// concurrent get(), slots and failed compiles.
 #include "specialization_table.h"
 
 #include "test_util.h"
@@ -167,6 +168,66 @@ TEST(SpecializationTableTest, CompileManyGroupsByArchitecture) {
   EXPECT_NE(specs[0]->compiled.get(), specs[1]->compiled.get());
   EXPECT_EQ(specs[3].get(), specs[0].get()) << "a key repeated in one batch compiles once";
   EXPECT_EQ(d->table().specializations().size(), 3u);
+}
+
+// The kernels of one source, compiled together: one NVRTC program for every kernel of one
+// Program, options and architecture; keys already compiled reused; a failing batch compiles its
+// entries alone so that the error names its own kernel.
+TEST(SpecializationTableTest, CompileTogetherSpansTheKernelsOfOneProgram) {
+  const char* source = R"(
+__global__ void a(cj::Array<float, 1> y, float s) { y[0] = s; }
+__global__ void b(cj::Array<float, 1> y, cj::Array<const float, 1> x) { y[0] = x[0]; }
+)";
+  auto program = read_program(source);
+  auto make = [&](const char* name) {
+    return std::make_shared<KernelRuntime>(
+        std::make_shared<const KernelDefinition>(program, name, without_disk_cache()));
+  };
+  auto ka = make("a"), kb = make("b");
+  auto other = make_runtime(kSaxpy, "saxpy", without_disk_cache());
+  const SpecKey key_a = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1), number_sig(ArgKind::kFloat)});
+  const SpecKey key_b = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1), tensor_sig(TypeCode::kFloat, 1)});
+  const SpecKey key_b2 = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1, false),
+                                               tensor_sig(TypeCode::kFloat, 1)});
+  const uint64_t before = nvrtc_compile_count();
+  auto specs = SpecializationTable::compile_together(
+      {{&ka->table(), key_a}, {&kb->table(), key_b}, {&kb->table(), key_b2}, {&other->table(), saxpy_key()},
+       {&kb->table(), key_b}});
+  ASSERT_EQ(specs.size(), 5u);
+  EXPECT_EQ(nvrtc_compile_count() - before, 2u) << "one program for a and b, one for saxpy";
+  EXPECT_EQ(specs[0]->compiled.get(), specs[1]->compiled.get());
+  EXPECT_EQ(specs[1]->compiled.get(), specs[2]->compiled.get());
+  EXPECT_NE(specs[0]->compiled.get(), specs[3]->compiled.get());
+  EXPECT_EQ(specs[4].get(), specs[1].get()) << "a repeated entry compiles once";
+  EXPECT_EQ(ka->table().lookup(key_a).get(), specs[0].get());
+  // Compiled already: nothing more.
+  const uint64_t after = nvrtc_compile_count();
+  SpecializationTable::compile_together({{&ka->table(), key_a}, {&kb->table(), key_b}});
+  EXPECT_EQ(nvrtc_compile_count(), after);
+}
+
+TEST(SpecializationTableTest, CompileTogetherReportsTheFailingKernelItself) {
+  auto program = read_program(R"(
+__global__ void good(cj::Array<float, 1> y) { y[0] = 1.0f; }
+template <class T>
+__global__ void bad(cj::Array<T, 1> y) {
+  static_assert(sizeof(T) == 4, "bad needs 4-byte elements");
+  y[0] = T(0);
+}
+)");
+  auto make = [&](const char* name) {
+    return std::make_shared<KernelRuntime>(
+        std::make_shared<const KernelDefinition>(program, name, without_disk_cache()));
+  };
+  auto good = make("good"), bad = make("bad");
+  const SpecKey key_good = make_spec_key(kArch, {tensor_sig(TypeCode::kFloat, 1)});
+  const SpecKey key_bad = make_spec_key(kArch, {tensor_sig(TypeCode::kDouble, 1)});
+  std::string msg = expect_throws<CompileError>([&] {
+    SpecializationTable::compile_together({{&good->table(), key_good}, {&bad->table(), key_bad}});
+  });
+  CJ_EXPECT_CONTAINS(msg, "bad needs 4-byte elements");
+  EXPECT_NE(good->table().lookup(key_good), nullptr) << "the good entry compiled alone";
+  EXPECT_EQ(bad->table().lookup(key_bad), nullptr);
 }
 
 TEST(SpecializationTableTest, ConcurrentGetCompilesOnce) {
