@@ -325,12 +325,14 @@ CompiledProgram Program::compile(const GeneratedSource& generated,
   // NVRTC's automatic precompiled header: the first compile of this process with these options
   // keeps the parse of the leading #include <cj/cj.cuh> (and all it includes) in NVRTC's PCH
   // heap, and later compiles start from it. It changes no output, so it is not one of the
-  // recorded options and not part of a cache key. The #line directives after the include stop
-  // the PCH there, which NVRTC reports as warning 20283 in every log; that warning is dropped.
+  // recorded options and not part of a cache key. NVRTC reports its PCH bookkeeping as
+  // warnings in the compile's log (20283: the #line directives after the include end the
+  // header part; 625-634: a PCH of the heap made with other options or another include
+  // sequence is passed over); they say nothing about the user's code, so they are dropped.
   if (detail::use_pch()) {
     argv.push_back("--pch");
     argv.push_back("--pch-messages=false");
-    argv.push_back("-diag-suppress=20283");
+    argv.push_back("-diag-suppress=625,626,627,628,629,630,631,632,633,634,20283");
   }
   // TORCH_CUDAJIT_DUMP: the text NVRTC compiles, named by its digest, which errors cite.
   std::string dumped;

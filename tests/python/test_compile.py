@@ -944,3 +944,17 @@ def test_compile_applies_the_extensions(via, arch):
     assert "float64" in c.signature
     assert ext.seen[:2] == [("Tensor", "out", None), ("_Pair", "a", None)]
     assert ext.after == []  # nothing launched: what runs after a launch does not run
+
+
+def test_compile_logs_leave_out_the_precompiled_headers_bookkeeping():
+    """Every compile uses NVRTC's automatic PCH: compiles with other options, other standards
+    and other include sequences in one process pass over each other's PCH, which NVRTC reports
+    as warnings; a log shows only what concerns the kernel."""
+    logs = []
+    for i, (std, defines) in enumerate([("c++17", {}), ("c++17", {"A": 1}), ("c++20", {}),
+                                        ("c++17", {"B": 2}), ("c++17", {})]):
+        k = tcj.jit(f"#include <cuda/std/limits>\n__global__ void k{i}(float* p) {{ p[0] = {i}; }}"
+                    if i == 4 else f"__global__ void k{i}(float* p) {{ p[0] = {i}; }}",
+                    std=std, defines=defines, cache=False)
+        logs.append(k.compile(torch.empty(1), arch=90).log)
+    assert not any("precompiled header" in log or "PCH" in log for log in logs), logs
