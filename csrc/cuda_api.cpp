@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <climits>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -350,13 +351,25 @@ int nvrtc_version() {
   return version;
 }
 
+namespace {
+std::atomic<bool> g_pch_disabled{false};
+}  // namespace
+
 bool use_pch() {
   static const bool on = [] {
     const char* v = std::getenv("TORCH_CUDAJIT_PCH");
     if (v != nullptr && std::string(v) == "0") return false;
     return nvrtc_version() >= 12080;
   }();
-  return on;
+  return on && !g_pch_disabled.load(std::memory_order_relaxed);
+}
+
+void disable_pch() { g_pch_disabled.store(true, std::memory_order_relaxed); }
+
+bool pch_failure(const std::string& log) {
+  for (const char* sign : {"mapped memory", "precompiled header", "PCH"})
+    if (log.find(sign) != std::string::npos) return true;
+  return false;
 }
 
 std::vector<int> nvrtc_supported_archs() {

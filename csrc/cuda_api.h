@@ -221,6 +221,11 @@ int nvrtc_version();
 /// TORCH_CUDAJIT_PCH=0): the parse of the headers every source includes is made once per
 /// process and reused.
 bool use_pch();
+/// Stops this process's compiles from using the PCH (after a compile the PCH made fail).
+void disable_pch();
+/// Whether a failed compile's log says the PCH itself failed (it could not be made or mapped,
+/// as when the temporary folder is full), not the program.
+bool pch_failure(const std::string& log);
 /// Architectures this NVRTC can target, as compute capabilities (e.g. 90).
 std::vector<int> nvrtc_supported_archs();
 

@@ -329,7 +329,10 @@ CompiledProgram Program::compile(const GeneratedSource& generated,
   // warnings in the compile's log (20283: the #line directives after the include end the
   // header part; 625-634: a PCH of the heap made with other options or another include
   // sequence is passed over); they say nothing about the user's code, so they are dropped.
-  if (detail::use_pch()) {
+  // A pre-included header would be part of the PCH, and NVRTC does not notice every edit of a
+  // header (one within the same second of its modification time): such compiles go without.
+  const bool pch = detail::use_pch() && parse_user_options(options.extra).pre_includes.empty();
+  if (pch) {
     argv.push_back("--pch");
     argv.push_back("--pch-messages=false");
     argv.push_back("-diag-suppress=625,626,627,628,629,630,631,632,633,634,20283");
@@ -343,9 +346,25 @@ CompiledProgram Program::compile(const GeneratedSource& generated,
                                  generated.text);
   }
   const long long start = detail::now_ns();
-  const nvrtcResult result =
+  nvrtcResult result =
       detail::nvrtc().nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
   out.log = program_log(prog);
+  if (result != NVRTC_SUCCESS && pch && detail::pch_failure(out.log)) {
+    // The PCH could not be made or mapped (a full temporary folder): this process compiles
+    // without it from now on, starting with this program, made anew.
+    detail::disable_pch();
+    argv.resize(argv.size() - 3);
+    CJ_CHECK(nvrtcDestroyProgram, &prog);
+    CJ_CHECK(nvrtcCreateProgram, &prog, generated.text.c_str(), filename_.c_str(), 0, nullptr,
+             nullptr);
+    for (const auto& inst : generated.instantiations) {
+      CJ_CHECK(nvrtcAddNameExpression, prog, inst.kernel_expression.c_str());
+      for (const auto& p : inst.probe_expressions)
+        if (!p.empty()) CJ_CHECK(nvrtcAddNameExpression, prog, p.c_str());
+    }
+    result = detail::nvrtc().nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+    out.log = program_log(prog);
+  }
   if (detail::log_enabled(LogLevel::kDebug)) {
     std::string line = "NVRTC compiled '" + filename_ + "' (" +
                        detail::kernel_names(generated.requests) + ") for " + out.target + " in " +
