@@ -491,6 +491,8 @@ class _Emitter:
         g, plan = self.g, self.plan
         members = list(g.members.values())
         outs = [m for m in members if any(u not in g.members for u in self.graph_users[m.node])]
+        if not outs:
+            raise _Unfusable("nothing the group computes is read (dead code stays as it is)")
         # Stages: a reduction runs after the row values its input needs.
         stage = {}
         for m in members:

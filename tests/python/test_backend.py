@@ -335,3 +335,11 @@ def test_rewritten_graphs_match_eager_in_training_and_inference(name, groups_as_
         torch.testing.assert_close(torch.compile(model, backend="cudajit")(*inputs), ref(*inputs),
                                    rtol=1e-5, atol=1e-5)
     assert backend.compiled_graphs()[-1].fused_nodes > 0
+
+
+def test_a_group_whose_values_nothing_reads_makes_no_kernel():
+    def fn(x):
+        torch.exp(x) + 1  # dead: make_fx keeps it, AOTAutograd would not
+        return x * 2
+    c = compiled(fn, ((8, 8), torch.float32))
+    assert len(c.launches) == 1 and "aten.mul.Tensor" in c.source and "exp" not in c.source
