@@ -903,15 +903,32 @@ def compile_graph(gm: fx.GraphModule, example_inputs, *, arch=None, debug=False)
         from torch._subclasses.fake_tensor import unset_fake_temporarily
         with unset_fake_temporarily():
             specs = {p.name: [_example_args(p)] for p in plans}
-            if len(plans) == 1:
-                kernels[plans[0].name].precompile(specs[plans[0].name], arch=arch,
-                                                  processes=False)
-            else:
-                module.precompile(specs, arch=arch)
+        if len(plans) == 1:
+            kernels[plans[0].name].precompile(specs[plans[0].name], arch=arch, processes=False)
+        else:
+            _compile_in_batches(module, specs, arch)
     launches = [GroupLaunch(kernels[p.name], p, 0) for p in plans]
     new_gm = _rewrite(gm, plans, launches)
     return CompiledGraph(source, module, launches,
                          sum(len(p.group.members) for p in plans), new_gm)
+
+
+def _compile_in_batches(module, specs: dict, arch: int) -> None:
+    """The graph's kernels as one NVRTC program per thread: a program shares the parse of its
+    headers among its kernels (NVRTC's PCH makes that parse cheap anyway), and NVRTC runs
+    programs in parallel threads (the compile releases the GIL)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+    names = list(specs)
+    threads = max(1, min(len(names), (os.cpu_count() or 1) // 2, 4))
+    if threads == 1:
+        module.precompile(specs, arch=arch)
+        return
+    chunks = [names[i::threads] for i in range(threads)]
+    with ThreadPoolExecutor(threads) as pool:
+        for done in [pool.submit(module.precompile, {n: specs[n] for n in chunk}, arch=arch)
+                     for chunk in chunks]:
+            done.result()
 
 
 def _rewrite(gm: fx.GraphModule, plans, launches) -> fx.GraphModule:
