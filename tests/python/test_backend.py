@@ -138,7 +138,8 @@ def test_generated_source_names_the_nodes_it_fuses():
 
 
 @pytest.mark.parametrize("cpus, programs", [(2, 1), (8, 3)])
-def test_kernels_of_a_graph_compile_as_one_nvrtc_program_per_thread(monkeypatch, cpus, programs):
+def test_kernels_of_a_graph_compile_as_one_nvrtc_program_per_thread(monkeypatch, cache_dir, cpus,
+                                                                    programs):
     def fn(x, w):
         a = torch.exp(x) + 1
         b = F.softmax(a @ w, -1)
