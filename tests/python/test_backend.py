@@ -346,3 +346,13 @@ def test_a_group_whose_values_nothing_reads_makes_no_kernel():
         return x * 2
     c = compiled(fn, ((8, 8), torch.float32))
     assert len(c.launches) == 1 and "aten.mul.Tensor" in c.source and "exp" not in c.source
+
+
+@pytest.mark.parametrize("value", [1.5, -0.25, 3])
+def test_float_tensor_op_passes_opcheck(value):
+    """cudajit::float_tensor, the one op the backend (and the op path) adds to graphs: schema,
+    autograd registration, fake tensor and AOT dispatch checks."""
+    result = torch.library.opcheck(torch.ops.cudajit.float_tensor.default, (value,))
+    assert set(result.values()) == {"SUCCESS"}, result
+    t = torch.ops.cudajit.float_tensor.default(value)
+    assert t.dtype == torch.float64 and t.dim() == 0 and t.item() == value
