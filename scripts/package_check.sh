@@ -32,6 +32,12 @@ print(os.path.dirname(cj.__file__))
 print(torch.utils.cmake_prefix_path + ";" + cj.cmake_prefix_path)')
   package=${found%%$'\n'*}
   prefix=${found#*$'\n'}
+  # The installed package's entry point: torch.compile finds backend="cudajit" with no import.
+  (cd "$WORK" && python3 -c 'import sys, torch
+from torch._dynamo.backends.registry import lookup_backend
+fn = lookup_backend("cudajit")
+assert fn.__module__ == "torch_cudajit.backend", fn
+print("   torch.compile backend \"cudajit\" found through the entry point")') || exit 1
   echo "== examples/deploy against the installed package: torch $TORCH_VERSION, $("$cmake" --version | head -1)"
   rm -rf "$dir"
   "$cmake" -S "$REPO/examples/deploy" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -108,8 +108,12 @@ def register() -> None:
 
 
 def _register_in(registry) -> None:
-    if "cudajit" not in registry._COMPILER_FNS:
-        registry.register_backend(compiler_fn=cudajit, name="cudajit")
+    # Registered already, or found as the installed package's entry point, which torch loads
+    # and registers itself when the name is first looked up (registering it here too would
+    # make that a duplicate).
+    if "cudajit" in registry._COMPILER_FNS or registry._BACKENDS.get("cudajit") is not None:
+        return
+    registry.register_backend(compiler_fn=cudajit, name="cudajit")
 
 
 _REGISTRY = "torch._dynamo.backends.registry"

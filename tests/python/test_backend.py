@@ -165,6 +165,28 @@ def test_the_backend_is_registered_under_its_name():
     assert lookup_backend("cudajit") is backend.cudajit
 
 
+@pytest.mark.parametrize("order", ["entry point first", "import first", "registry first"])
+def test_the_name_resolves_whichever_registers_first(order):
+    """The installed package's entry point and the import's registration never clash: torch
+    loads the entry point on the first lookup, and the import leaves the name to it."""
+    code = {
+        "entry point first": "registry._lazy_import(); registry._BACKENDS['cudajit'] = EP\n"
+                             "fn = registry.lookup_backend('cudajit'); import torch_cudajit\n",
+        "import first": "import torch_cudajit; registry._lazy_import()\n"
+                        "registry._BACKENDS['cudajit'] = EP; fn = registry.lookup_backend('cudajit')\n",
+        "registry first": "registry._lazy_import(); registry._BACKENDS['cudajit'] = EP\n"
+                          "import torch_cudajit; fn = registry.lookup_backend('cudajit')\n",
+    }[order]
+    script = ("import torch\nfrom importlib.metadata import EntryPoint\n"
+              "from torch._dynamo.backends import registry\n"
+              "EP = EntryPoint(name='cudajit', value='torch_cudajit.backend:cudajit', "
+              "group='torch_dynamo_backends')\n" + code +
+              "from torch_cudajit import backend\n"
+              "assert fn is backend.cudajit and registry.lookup_backend('cudajit') is fn\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def test_import_does_not_import_dynamo():
     code = "import torch, sys, torch_cudajit; print('torch._dynamo' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
