@@ -218,6 +218,40 @@ def compile_latency(repeats: int = 9) -> str:
                       "plugin, cj.jit + compile (ms) |", "|---|---|---|---|---|"] + rows)
 
 
+def profile(model_name: str) -> None:
+    """Host time per step, then the kernels that took the GPU's time (torch.profiler), and the
+    generated kernels' headers: where a compiled step's time goes."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+    sys.path.insert(0, HERE)
+    import _backend_models as models
+    from torch_cudajit import backend
+    model, inputs = models.make(model_name, "cuda", torch.bfloat16)
+    model.eval()
+    fn = torch.compile(model, backend="cudajit")
+    with torch.no_grad():
+        for _ in range(5):
+            fn(*inputs)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(20):
+            fn(*inputs)
+        issued = (time.perf_counter() - t0) / 20
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) / 20
+        print(f"{model_name}: host {issued * 1e3:.3f} ms per step to issue, {wall * 1e3:.3f} ms "
+              f"per step in all")
+        with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                fn(*inputs)
+            torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=16,
+                                    max_name_column_width=70))
+    for graph in backend.compiled_graphs():
+        print("\n".join(line for line in graph.source.splitlines() if line.startswith("// fused")))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", nargs=3)
@@ -228,6 +262,7 @@ def main():
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--plot")
     ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--profile", metavar="MODEL", help="profile one model's compiled step")
     ap.add_argument("--compile-latency", action="store_true",
                     help="only the per-kernel compile latency against bare NVRTC (no GPU needed)")
     args = ap.parse_args()
@@ -236,6 +271,9 @@ def main():
         return
     if args.compile_latency:
         print(compile_latency())
+        return
+    if args.profile:
+        profile(args.profile)
         return
     backends = args.backends.split(",")
     results = {}

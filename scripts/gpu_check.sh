@@ -17,6 +17,8 @@
 #   verify  build, pytest ($PYTEST_FILES), then compare: a change checked and measured in one call
 #   results  benchmarks/run_all.py: every benchmark, with the C++ deploy floor, written to
 #          $OUT/RESULTS.md (copy it over benchmarks/RESULTS.md); RESULTS_ARGS adds arguments
+#   backend  build, the torch.compile backend's GPU tests, a profile of each model, its benchmark
+#          (BACKEND_ARGS adds arguments, e.g. "--models gpt2 --reps 20")
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
 # PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), PYTEST_FILES replaces
@@ -111,6 +113,21 @@ if wants all bench ops final; then
     # Without libclang: the archive carries the kernels' reflection, so loading parses nothing.
     env -u TORCH_CUDAJIT_LIBCLANG ./build/cmake-gpu/examples/deploy/torch_cudajit_deploy "$OUT/deploy/model.pt" "$OUT/deploy/data.pt" --bench 2>&1 | tee "$OUT/bench_deploy.log"
   fi
+fi
+if wants backend; then
+  # The torch.compile backend: its GPU tests (the failures' first lines printed), a profile of
+  # each model's compiled step, then the benchmark against eager and Inductor, whose results are
+  # written after each model (a run cut short keeps what it measured).
+  echo "== backend: GPU tests"
+  python3 -m pytest tests/python/test_backend_gpu.py -q -p no:cacheprovider -rfE --maxfail=40 2>&1 |
+    tee "$OUT/pytest_backend.log" | grep -E "^(FAILED|E   )|passed|failed" | head -40
+  for m in gpt2 llama resnet; do
+    python3 benchmarks/backend.py --profile "$m" > "$OUT/profile_$m.txt" 2>&1
+    head -1 "$OUT/profile_$m.txt"
+  done
+  echo "== backend: benchmark"
+  python3 benchmarks/backend.py --markdown --plot "$OUT/backend.png" --json "$OUT/backend.json" \
+    ${BACKEND_ARGS:-} 2> "$OUT/backend.err" | tee "$OUT/backend.md"
 fi
 if wants all wheel; then
   echo "== wheel: build, install, examples/deploy against the installed package"
