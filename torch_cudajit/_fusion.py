@@ -14,6 +14,7 @@ numbers, anything unlisted) stay in the graph as the aten calls they are."""
 from __future__ import annotations
 
 import hashlib
+import math
 import operator
 import sys
 from dataclasses import dataclass, field
@@ -84,8 +85,7 @@ class _Member:
     level: str            # "e": one value per element of S; "keep"/"drop": one per row
     ctype: str
     var: str
-    reduction: str = ""   # the reduction's initial-value kind, for reductions
-    stage: int = 0
+    stage: int = 0        # the reductions (row kernels' passes) it waits for
 
 
 @dataclass(eq=False)
@@ -168,8 +168,8 @@ def _reduction(node):
         return None
     rank = _val(x).dim()
     dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
-    if dims is None or isinstance(dims, int):
-        dims = [dims] if isinstance(dims, int) else None
+    if isinstance(dims, int):
+        dims = [dims]
     if not dims or len(dims) != 1 or rank == 0:
         return None
     if dims[0] % rank != rank - 1:
@@ -268,7 +268,7 @@ class Partition:
             if level is not None and self._fits(node, operands, g, level):
                 self._add(g, node, level)
                 return
-        if not all(self._external_fits(o, val.shape) for o in operands
+        if not all(_broadcasts_to(_val(o).shape, val.shape) for o in operands
                    if isinstance(o, fx.Node) and not _is_scalar_input(o)):
             return
         g = Group(len(self.groups), tuple(val.shape))
@@ -278,9 +278,6 @@ class Partition:
     def _readable(self, node) -> bool:
         v = _val(node)
         return isinstance(v, torch.Tensor) and _fusable_device(v) and _supported_dtype(v.dtype)
-
-    def _external_fits(self, o, shape) -> bool:
-        return _broadcasts_to(_val(o).shape, shape)
 
     def _fits(self, node, operands, g: Group, level: str) -> bool:
         for o in operands:
@@ -294,8 +291,6 @@ class Partition:
                     return False
                 continue
             if not _broadcasts_to(_val(o).shape, g.level_shape(level)):
-                return False
-            if level == "e" and not _broadcasts_to(_val(o).shape, g.shape):
                 return False
             if self._depends_on_group(o, g):
                 return False
@@ -353,7 +348,6 @@ class KernelPlan:
         self.outputs: list = []      # (member, dtype, stride order or None)
         self.shape_recipe: list = [] # per dim of S: int, or (input index, dim)
         self.lines: list = []
-        self.vector = False
 
 
 class _Emitter:
@@ -456,7 +450,7 @@ class _Emitter:
             # eager stores it between operations (it is kept in float inside the kernel).
             src = operands[0]
             if isinstance(src, fx.Node) and src in self.g.members and \
-                    _val(src).dtype in (torch.float16, torch.bfloat16):
+                    _val(src).dtype in ops.LOW_PRECISION:
                 st = ops.STORAGE[_val(src).dtype]
                 return as_((f"static_cast<float>(static_cast<{st}>({vals[0][0]}))", "float"), ct)
             return as_(vals[0], ct)
@@ -493,16 +487,11 @@ class _Emitter:
         outs = [m for m in members if any(u not in g.members for u in self.graph_users[m.node])]
         if not outs:
             raise _Unfusable("nothing the group computes is read (dead code stays as it is)")
-        # Stages: a reduction runs after the row values its input needs.
-        stage = {}
+        # Stages: a reduction runs after the row values its input needs (members are in graph
+        # order, so each one's operands have their stage already).
         for m in members:
-            deps = [stage.get(o, 0) for o in m.node.all_input_nodes if o in g.members]
-            s = max(deps, default=0)
-            if m.node.target in ops.REDUCTIONS:
-                s += 1
-            stage[m.node] = s
-            m.stage = s
-        body = []
+            m.stage = max((g.members[o].stage for o in m.node.all_input_nodes if o in g.members),
+                          default=0) + (m.node.target in ops.REDUCTIONS)
         reductions = [m for m in members if m.node.target in ops.REDUCTIONS]
         for m in outs:
             v = _val(m.node)
@@ -512,10 +501,7 @@ class _Emitter:
                 if not _dense(v, order):
                     order = None
             plan.outputs.append((m, v.dtype, order))
-        if g.row:
-            body += self._row_body(members, reductions, outs)
-        else:
-            body += self._pointwise_body(members, outs)
+        body = self._row_body(members, reductions) if g.row else self._pointwise_body(members)
         self._shape_recipe()
         if not any(i.level != "scalar" for i in self.inputs.values()):
             raise _Unfusable("no tensor input gives the device")
@@ -532,7 +518,7 @@ class _Emitter:
         plan.lines = [f"__global__ void {plan.name}({', '.join(params)}) {{"] + body + ["}"]
         return plan
 
-    def _closure(self, targets, members, level_filter):
+    def _closure(self, targets, members):
         """The element-level members `targets` need, in graph order."""
         need = set()
         stack = list(targets)
@@ -557,9 +543,9 @@ class _Emitter:
         st = ops.STORAGE[dtype]
         return f"{indent}{self._element(f'out{i}', index)} = static_cast<{st}>({m.var});"
 
-    def _pointwise_body(self, members, outs):
+    def _pointwise_body(self, members):
         plan = self.plan
-        if self._vectorizable(outs):
+        if self._vectorizable():
             return self._elementwise_body(members)
         lines = ["  cj::for_each(cj_n, [&](long long cj_i) {",
                  f"    long long cj_at[{self.rank}];",
@@ -572,7 +558,7 @@ class _Emitter:
         lines.append("  });")
         return lines
 
-    def _vectorizable(self, outs) -> bool:
+    def _vectorizable(self) -> bool:
         """One output, and every input read whole at the iteration shape and contiguous in the
         traced program: cj::elementwise, whose 16-byte vector loads and stores are used when
         the arrays' layouts allow it at run time."""
@@ -598,7 +584,7 @@ class _Emitter:
         return ([f"  cj::elementwise(out0, [=]({params}) {{"] + body +
                 [f"    return {last.var};", f"  }}, {args});"])
 
-    def _row_body(self, members, reductions, outs):
+    def _row_body(self, members, reductions):
         plan = self.plan
         lines = ["  for (long long cj_row = blockIdx.x; cj_row < cj_rows; cj_row += gridDim.x) {"]
         self.mode = "row"
@@ -628,7 +614,7 @@ class _Emitter:
                 lines.append(f"    {m.ctype} {m.var}_acc = {ops.reduction_init(kind, m.ctype)};")
             lines.append("    for (long long cj_c = threadIdx.x; cj_c < cj_cols; cj_c += blockDim.x) {")
             self.new_scope()
-            for e in self._closure([m.node.args[0] for m in here], members, "e"):
+            for e in self._closure([m.node.args[0] for m in here], members):
                 lines.append(self._define(e, "      "))
             for m in here:
                 x, xt = self.operand(m.node.args[0], "e")
@@ -650,7 +636,7 @@ class _Emitter:
         if element_outs:
             lines.append("    for (long long cj_c = threadIdx.x; cj_c < cj_cols; cj_c += blockDim.x) {")
             self.new_scope()
-            for e in self._closure([m.node for _, m, _ in element_outs], members, "e"):
+            for e in self._closure([m.node for _, m, _ in element_outs], members):
                 lines.append(self._define(e, "      "))
             for i, m, d in element_outs:
                 lines.append(self._store(i, m, d, "cj_i", "      "))
@@ -724,12 +710,12 @@ def _row_threads(cols: int) -> int:
 class GroupLaunch:
     """Runs one group's kernel: reads S from its inputs, allocates the outputs, launches."""
 
-    def __init__(self, kernel, plan: KernelPlan, device_index: int):
+    def __init__(self, kernel, plan: KernelPlan):
         self.kernel = kernel
         self.row = plan.group.row
         self.recipe = plan.shape_recipe
         self.inputs = [(i.level, i.unsqueeze, i.dtype) for i in plan.inputs]
-        self.outputs = [(m.level, dtype, order) for m, dtype, order in plan.outputs]
+        self.outputs = _output_forms(plan)
         self.name = self.__name__ = plan.name
         self.launch_forall = kernel.forall
         self.index = kernel.__getitem__
@@ -743,7 +729,6 @@ class GroupLaunch:
 
     def __call__(self, *args):
         shape = [r if isinstance(r, int) else args[r[0]].shape[r[1]] for r in self.recipe]
-        keep = shape[:-1] + [1]
         device = None
         tensors, scalars = [], []
         for (level, unsqueeze, dtype), a in zip(self.inputs, args):
@@ -755,47 +740,63 @@ class GroupLaunch:
                 # norm's statistics): the value as the graph typed it.
                 a = a.to(dtype)
             device = a.device
-            if unsqueeze:
-                a = a.unsqueeze(-1)
-            target = shape if level == "e" else keep
-            tensors.append(a if list(a.shape) == target else a.expand(target))
-        outs, views = [], []
-        for level, dtype, order in self.outputs:
-            if level == "e":
-                if order is None:
-                    o = torch.empty(shape, dtype=dtype, device=device)
-                else:
-                    o = torch.empty([shape[d] for d in order], dtype=dtype,
-                                    device=device).permute(*_inverse(order))
-                outs.append(o)
-                views.append(o)
-            else:
-                o = torch.empty(keep if level == "keep" else shape[:-1], dtype=dtype, device=device)
-                outs.append(o)
-                views.append(o if level == "keep" else o.unsqueeze(-1))
+            tensors.append(_input_view(a, level, unsqueeze, shape))
+        outs, views = _new_outputs(self.outputs, shape, device)
         if self.row:
-            rows = 1
-            for s in keep:
-                rows *= s
             # An empty last dimension still runs: its reductions are their initial values
             # (sum 0, mean NaN), as torch defines them.
+            rows, cols = math.prod(shape[:-1]), shape[-1]
             if rows:
-                cols = shape[-1]
                 config = ((min(rows, 2**31 - 1),), (_row_threads(cols),))
                 launcher = self.launchers.get(config)
                 if launcher is None:
                     launcher = self._remember(config, self.index(config))
                 launcher(*views, *tensors, *scalars, rows, cols)
         else:
-            numel = 1
-            for s in shape:
-                numel *= s
+            numel = math.prod(shape)
             if numel:
                 launcher = self.launchers.get(numel)
                 if launcher is None:
                     launcher = self._remember(numel, self.launch_forall(numel))
                 launcher(*views, *tensors, *scalars, numel)
         return tuple(outs)
+
+
+def _input_view(a, level: str, unsqueeze: bool, shape: list):
+    """An input as the kernel reads it: an element input expanded to S, a row input (a trailing
+    1 added to the drop form) expanded to S with the last size 1."""
+    if unsqueeze:
+        a = a.unsqueeze(-1)
+    target = shape if level == "e" else shape[:-1] + [1]
+    return a if list(a.shape) == target else a.expand(target)
+
+
+def _new_outputs(outputs, shape: list, device):
+    """The outputs of a launch, (as the graph gets them, as the kernel writes them): element
+    outputs of shape S, dense in the layout eager would give them (a dimension order, or
+    row-major), row outputs of one value per row in their keep or drop form, written through a
+    view with a trailing 1."""
+    outs, views = [], []
+    for level, dtype, order in outputs:
+        if level == "e":
+            if order is None:
+                o = torch.empty(shape, dtype=dtype, device=device)
+            else:
+                o = torch.empty([shape[d] for d in order], dtype=dtype,
+                                device=device).permute(*_inverse(order))
+            outs.append(o)
+            views.append(o)
+        else:
+            o = torch.empty(shape[:-1] + [1] if level == "keep" else shape[:-1], dtype=dtype,
+                            device=device)
+            outs.append(o)
+            views.append(o if level == "keep" else o.unsqueeze(-1))
+    return outs, views
+
+
+def _output_forms(plan: KernelPlan) -> list:
+    """(level, dtype, dimension order or None) of each output, as _new_outputs takes them."""
+    return [(m.level, dtype, order) for m, dtype, order in plan.outputs]
 
 
 def _inverse(order):
@@ -817,7 +818,7 @@ class CompiledGraph:
     graph_module: fx.GraphModule
 
 
-def generate(gm: fx.GraphModule, example_inputs=None):
+def generate(gm: fx.GraphModule):
     """Partitions `gm` and writes the kernels: (source, plans)."""
     part = Partition(gm.graph)
     users = {n: set(n.users) for n in gm.graph.nodes}
@@ -850,17 +851,7 @@ def generate(gm: fx.GraphModule, example_inputs=None):
 def _example_args(plan: KernelPlan):
     """Meta tensors and numbers standing for a launch's arguments (sizes at their hints)."""
     shape = [_hint(s) for s in plan.group.shape]
-    keep = shape[:-1] + [1]
-    out = []
-    for m, dtype, order in plan.outputs:
-        if m.level == "e":
-            if order is None:
-                out.append(torch.empty(shape, dtype=dtype, device="meta"))
-            else:
-                out.append(torch.empty([shape[d] for d in order], dtype=dtype,
-                                       device="meta").permute(*_inverse(order)))
-        else:
-            out.append(torch.empty(keep, dtype=dtype, device="meta"))
+    _, views = _new_outputs(_output_forms(plan), shape, "meta")
     tensors, scalars = [], []
     for inp in plan.inputs:
         if inp.level == "scalar":
@@ -869,17 +860,13 @@ def _example_args(plan: KernelPlan):
         v = _val(inp.node)
         t = torch.empty_strided([_hint(s) for s in v.shape], [_hint(s) for s in v.stride()],
                                 dtype=v.dtype, device="meta")
-        if inp.unsqueeze:
-            t = t.unsqueeze(-1)
-        tensors.append(t.expand(shape if inp.level == "e" else keep))
-    rows = 1
-    for s in keep:
-        rows *= s
+        tensors.append(_input_view(t, inp.level, inp.unsqueeze, shape))
+    rows = math.prod(shape[:-1])
     tail = [rows, shape[-1]] if plan.group.row else [rows * shape[-1]]
-    return tuple(out + tensors + scalars + tail)
+    return tuple(views + tensors + scalars + tail)
 
 
-def compile_graph(gm: fx.GraphModule, example_inputs, *, arch=None, debug=False) -> CompiledGraph:
+def compile_graph(gm: fx.GraphModule, *, arch=None, debug=False) -> CompiledGraph:
     """Compiles one aten graph: the fused groups' kernels as one NVRTC program, and the graph
     rewritten to launch them. `arch` defaults to the device of the graph's CUDA inputs."""
     from ._jit import jit
@@ -907,7 +894,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, *, arch=None, debug=False)
             kernels[plans[0].name].precompile(specs[plans[0].name], arch=arch, processes=False)
         else:
             _compile_in_batches(module, specs, arch)
-    launches = [GroupLaunch(kernels[p.name], p, 0) for p in plans]
+    launches = [GroupLaunch(kernels[p.name], p) for p in plans]
     new_gm = _rewrite(gm, plans, launches)
     return CompiledGraph(source, module, launches,
                          sum(len(p.group.members) for p in plans), new_gm)
@@ -934,14 +921,13 @@ def _compile_in_batches(module, specs: dict, arch: int) -> None:
 def _rewrite(gm: fx.GraphModule, plans, launches) -> fx.GraphModule:
     """The graph with each group's members replaced by one call of its launch (and getitems
     for its outputs), in an order that respects every dependency."""
-    old = gm.graph
     owner = {}
     for p, launch in zip(plans, launches):
         for n in p.group.members:
             owner[n] = (p, launch)
     # Units in graph order: a node of its own, or a whole group at its first member.
     units, seen = [], set()
-    for n in old.nodes:
+    for n in gm.graph.nodes:
         if n in owner:
             p = owner[n][0]
             if id(p) not in seen:
@@ -952,7 +938,7 @@ def _rewrite(gm: fx.GraphModule, plans, launches) -> fx.GraphModule:
 
     def unit_inputs(u):
         if u[0] == "node":
-            return [x for x in u[1].all_input_nodes]
+            return u[1].all_input_nodes
         p = u[1][0]
         return [i.node for i in p.inputs]
 
@@ -998,11 +984,8 @@ def _rewrite(gm: fx.GraphModule, plans, launches) -> fx.GraphModule:
             got = graph.call_function(operator.getitem, (call, k))
             got.meta["val"] = m.node.meta.get("val")
             env[m.node] = got
-            # Aliases (row views) of an output are the same value in another shape.
-        for m in p.group.members.values():
-            if m.node not in env:
-                env[m.node] = None
-    # Members used outside their group that were not outputs cannot exist.
+    # Every member read outside its group is one of the group's outputs (emit), so no other
+    # member is ever looked up here.
     new_gm = fx.GraphModule(gm, graph)
     new_gm.graph.lint()
     return new_gm

@@ -29,6 +29,8 @@ COMPUTE = {
     torch.int8: "int", torch.uint8: "int", torch.bool: "bool",
 }
 FLOATING = ("float", "double")
+# Dtypes stored in 16 bits and computed in float.
+LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def literal(value, ctype: str) -> str:
@@ -52,7 +54,7 @@ def _infix(op):
     return lambda a, b: f"({a} {op} {b})"
 
 
-# name -> (arity of tensor-or-number operands, expression builder). Operands arrive in the
+# Operation -> expression builder, for operations of one and two operands. Operands arrive in the
 # operation's compute type.
 UNARY = {
     aten.neg.default: lambda a: f"(-{a})",
@@ -145,7 +147,9 @@ def decompositions() -> dict:
     ops = [getattr(aten, n) for n in names if hasattr(aten, n)]
     table = get_decompositions(ops)
     # Variance over one dimension as two reductions of the input (a mean, then a sum of
-    # squared differences): torch's own decomposition goes to prims that nothing fuses.
+    # squared differences), layer norm on it, and batch norm with running statistics replace
+    # torch's decompositions of these overloads, which go to prims that nothing fuses or to
+    # an in-place operation (the table keeps torch's for their other overloads).
     table[aten.var_mean.correction] = _var_mean
     table[aten.var.correction] = _var
     table[aten.native_layer_norm.default] = _layer_norm
@@ -157,7 +161,7 @@ def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, 
     """Batch norm with running statistics as pointwise operations over the channel dimension
     (torch's decomposition goes through the in-place _native_batch_norm_legit, which
     AOTAutograd refuses in a functional graph)."""
-    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    compute = torch.float32 if x.dtype in LOW_PRECISION else x.dtype
     shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
     mean = aten._to_copy.default(running_mean, dtype=compute)
     invstd = aten.rsqrt.default(aten.add.Tensor(aten._to_copy.default(running_var, dtype=compute), eps))
@@ -178,10 +182,7 @@ def _layer_norm(x, normalized_shape, weight, bias, eps):
     reaches prims.var); more dimensions stay the aten operation."""
     if len(normalized_shape) != 1 or x.is_complex() or x.dim() == 0:
         return NotImplemented
-    low = x.dtype in (torch.float16, torch.bfloat16)
-    xf = aten._to_copy.default(x, dtype=torch.float32) if low else x
-    mean = aten.mean.dim(xf, [-1], True)
-    diff = aten.sub.Tensor(xf, mean)
+    low, mean, diff = _centered(x, [-1])
     var = aten.mean.dim(aten.mul.Tensor(diff, diff), [-1], True)
     rstd = aten.rsqrt.default(aten.add.Tensor(var, eps))
     out = aten.mul.Tensor(diff, rstd)
@@ -199,10 +200,7 @@ def _var_mean(x, dim=None, *, correction=None, keepdim=False):
         return NotImplemented
     n = x.shape[dim[0]]
     c = 1 if correction is None else correction
-    low = x.dtype in (torch.float16, torch.bfloat16)
-    xf = aten._to_copy.default(x, dtype=torch.float32) if low else x
-    mean = aten.mean.dim(xf, dim, True)
-    diff = aten.sub.Tensor(xf, mean)
+    low, mean, diff = _centered(x, dim)
     var = aten.div.Tensor(aten.sum.dim_IntList(aten.mul.Tensor(diff, diff), dim, keepdim), n - c)
     if not keepdim:
         mean = aten.squeeze.dims(mean, dim)
@@ -210,6 +208,15 @@ def _var_mean(x, dim=None, *, correction=None, keepdim=False):
         var = aten._to_copy.default(var, dtype=x.dtype)
         mean = aten._to_copy.default(mean, dtype=x.dtype)
     return var, mean
+
+
+def _centered(x, dim):
+    """(whether x is 16-bit, its mean over `dim` kept, x minus it), computed in float for
+    16-bit dtypes."""
+    low = x.dtype in LOW_PRECISION
+    xf = aten._to_copy.default(x, dtype=torch.float32) if low else x
+    mean = aten.mean.dim(xf, dim, True)
+    return low, mean, aten.sub.Tensor(xf, mean)
 
 
 def _var(x, dim=None, *, correction=None, keepdim=False):

@@ -89,7 +89,7 @@ def _compile(gm, example_inputs, *, debug: bool):
     from torch._functorch.aot_autograd import make_boxed_func
 
     from ._fusion import compile_graph
-    compiled = compile_graph(gm, example_inputs, debug=debug)
+    compiled = compile_graph(gm, debug=debug)
     _RECENT.append(compiled)
     return make_boxed_func(compiled.graph_module.forward)
 
