@@ -67,29 +67,14 @@ class Kernel(_Scriptable):
         Returns the CompiledKernel of each entry, in order. If some entries fail, all the
         others are still compiled and the first failure is raised.
         """
-        if isinstance(specs, (str, bytes)) or not hasattr(specs, "__iter__"):
-            raise TypeError(f"precompile: specs must be a list of argument tuples or dicts, "
-                            f"got {type(specs).__name__}")
         parts = self._parts
-        bound = []
-        for i, entry in enumerate(specs):
-            if isinstance(entry, dict):
-                bound.append(parts.examples((), entry))
-            elif isinstance(entry, (tuple, list)):
-                bound.append(parts.examples(tuple(entry), {}))
-            else:
-                raise TypeError(f"precompile: specs[{i}] must be a tuple of arguments or a dict "
-                                f"of keyword arguments, got {type(entry).__name__}")
+        bound = _bound_examples(parts, specs, "specs")
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
                                     or workers < 1):
             raise ValueError(f"precompile: workers must be a positive int, got {workers!r}")
-        if arch is None:
-            # Worker processes never touch CUDA: they get the architecture, not the device.
-            arch_value = _C.device_compute_capability(torch.cuda.current_device())
-        else:
-            arch_value = arch_number(arch)
         from ._precompile import run_parallel
-        specs_out = run_parallel(parts, bound, arch_value, workers=workers,
+        # Worker processes never touch CUDA: they get the architecture, not the device.
+        specs_out = run_parallel(parts, bound, _target_arch(arch), workers=workers,
                                  processes=processes, progress=progress,
                                  label=f"torch_cudajit: compiling {self.name}")
         return [parts.compiled(s) for s in specs_out]
@@ -188,23 +173,11 @@ class KernelModule:
         if not isinstance(specs, dict):
             raise TypeError(f"precompile: specs must be a dict of kernel name -> list of "
                             f"argument tuples, got {type(specs).__name__}")
-        arch_value = (_C.device_compute_capability(torch.cuda.current_device()) if arch is None
-                      else arch_number(arch))
+        arch_value = _target_arch(arch)
         entries, owners = [], []
         for name, examples in specs.items():
             kernel = self[name]
-            if isinstance(examples, (str, bytes)) or not hasattr(examples, "__iter__"):
-                raise TypeError(f"precompile: specs['{name}'] must be a list of argument tuples "
-                                f"or dicts, got {type(examples).__name__}")
-            for i, entry in enumerate(examples):
-                if isinstance(entry, dict):
-                    bound = kernel._parts.examples((), entry)
-                elif isinstance(entry, (tuple, list)):
-                    bound = kernel._parts.examples(tuple(entry), {})
-                else:
-                    raise TypeError(f"precompile: specs['{name}'][{i}] must be a tuple of "
-                                    f"arguments or a dict of keyword arguments, got "
-                                    f"{type(entry).__name__}")
+            for bound in _bound_examples(kernel._parts, examples, f"specs['{name}']"):
                 entries.append((kernel._core, bound))
                 owners.append(kernel)
         compiled = _C.compile_together(entries, arch_value)
@@ -241,6 +214,31 @@ class KernelModule:
 #: unpickle, but their specializations are compiled again instead of trusted. 3: the probe of a
 #: pointer parameter describes its pointee.
 _PICKLE_VERSION = 3
+
+
+def _bound_examples(parts, examples, label: str) -> list:
+    """precompile's example arguments (`label` names them in errors) bound as a launch would
+    bind them: each a tuple of positional arguments or a dict of keyword arguments."""
+    if isinstance(examples, (str, bytes)) or not hasattr(examples, "__iter__"):
+        raise TypeError(f"precompile: {label} must be a list of argument tuples or dicts, "
+                        f"got {type(examples).__name__}")
+    bound = []
+    for i, entry in enumerate(examples):
+        if isinstance(entry, dict):
+            bound.append(parts.examples((), entry))
+        elif isinstance(entry, (tuple, list)):
+            bound.append(parts.examples(tuple(entry), {}))
+        else:
+            raise TypeError(f"precompile: {label}[{i}] must be a tuple of arguments or a dict "
+                            f"of keyword arguments, got {type(entry).__name__}")
+    return bound
+
+
+def _target_arch(arch) -> int:
+    """precompile's architecture: `arch` (90, "sm_90" or (9, 0)), or the current GPU's."""
+    if arch is None:
+        return _C.device_compute_capability(torch.cuda.current_device())
+    return arch_number(arch)
 
 
 def _rebuild_from_state(version, state, extensions, compiled):
