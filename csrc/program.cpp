@@ -308,18 +308,23 @@ CompiledProgram Program::compile(const GeneratedSource& generated,
   // Resolved before the program is made: the destructor below must not throw.
   const auto destroy_program = detail::nvrtc().nvrtcDestroyProgram.get();
   nvrtcProgram prog = nullptr;
-  CJ_CHECK(nvrtcCreateProgram, &prog, generated.text.c_str(), filename_.c_str(), 0, nullptr,
-           nullptr);
   struct Destroy {
     decltype(destroy_program) destroy;
     nvrtcProgram* p;
     ~Destroy() { destroy(p); }
   } destroy{destroy_program, &prog};
-  for (const auto& inst : generated.instantiations) {
-    CJ_CHECK(nvrtcAddNameExpression, prog, inst.kernel_expression.c_str());
-    for (const auto& p : inst.probe_expressions)
-      if (!p.empty()) CJ_CHECK(nvrtcAddNameExpression, prog, p.c_str());
-  }
+  // The program with its name expressions (made again if a compile must be retried).
+  auto make_program = [&] {
+    if (prog != nullptr) CJ_CHECK(nvrtcDestroyProgram, &prog);
+    CJ_CHECK(nvrtcCreateProgram, &prog, generated.text.c_str(), filename_.c_str(), 0, nullptr,
+             nullptr);
+    for (const auto& inst : generated.instantiations) {
+      CJ_CHECK(nvrtcAddNameExpression, prog, inst.kernel_expression.c_str());
+      for (const auto& p : inst.probe_expressions)
+        if (!p.empty()) CJ_CHECK(nvrtcAddNameExpression, prog, p.c_str());
+    }
+  };
+  make_program();
   std::vector<const char*> argv;
   for (const auto& o : out.options) argv.push_back(o.c_str());
   // NVRTC's automatic precompiled header: the first compile of this process with these options
@@ -332,6 +337,7 @@ CompiledProgram Program::compile(const GeneratedSource& generated,
   // A pre-included header would be part of the PCH, and NVRTC does not notice every edit of a
   // header (one within the same second of its modification time): such compiles go without.
   const bool pch = detail::use_pch() && parse_user_options(options.extra).pre_includes.empty();
+  const size_t without_pch = argv.size();
   if (pch) {
     argv.push_back("--pch");
     argv.push_back("--pch-messages=false");
@@ -353,15 +359,8 @@ CompiledProgram Program::compile(const GeneratedSource& generated,
     // The PCH could not be made or mapped (a full temporary folder): this process compiles
     // without it from now on, starting with this program, made anew.
     detail::disable_pch();
-    argv.resize(argv.size() - 3);
-    CJ_CHECK(nvrtcDestroyProgram, &prog);
-    CJ_CHECK(nvrtcCreateProgram, &prog, generated.text.c_str(), filename_.c_str(), 0, nullptr,
-             nullptr);
-    for (const auto& inst : generated.instantiations) {
-      CJ_CHECK(nvrtcAddNameExpression, prog, inst.kernel_expression.c_str());
-      for (const auto& p : inst.probe_expressions)
-        if (!p.empty()) CJ_CHECK(nvrtcAddNameExpression, prog, p.c_str());
-    }
+    argv.resize(without_pch);
+    make_program();
     result = detail::nvrtc().nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
     out.log = program_log(prog);
   }
