@@ -121,3 +121,22 @@ def make(name: str, device, dtype, *, batch: int = None, small: bool = False):
 
 
 MODELS = ("gpt2", "llama", "resnet")
+
+
+def inference_graph(model, inputs):
+    """The aten graph of `model`'s inference on `inputs` (meta tensors), traced on fake tensors
+    with the cudajit backend's decompositions: what the backend compiles, without a GPU."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_cudajit._fusion_ops import decompositions
+    mode = FakeTensorMode()
+    with mode:
+        params = {k: mode.from_tensor(v) for k, v in model.named_parameters()}
+        buffers = {k: mode.from_tensor(v) for k, v in model.named_buffers()}
+        fake = [mode.from_tensor(i) for i in inputs]
+
+        def run(params, buffers, *inputs):
+            return torch.func.functional_call(model, (params, buffers), inputs)
+        return make_fx(run, decomposition_table=decompositions(), tracing_mode="fake")(
+            params, buffers, *fake)

@@ -170,25 +170,16 @@ def plot(results: dict, path: str) -> None:
 
 def compile_latency(repeats: int = 9) -> str:
     import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.proxy_tensor import make_fx
     sys.path.insert(0, HERE)
     import _backend_models as models
     import torch_cudajit as cj
     from torch_cudajit import _fusion
-    from torch_cudajit._fusion_ops import decompositions
     from cache import bare_nvrtc_compile, nvrtc_library
     rows = []
     for name in ("gpt2", "llama", "resnet"):
         model, inputs = models.make(name, "meta", torch.bfloat16)
         model.eval()
-        mode = FakeTensorMode()
-        with mode:
-            params = {k: mode.from_tensor(v) for k, v in model.named_parameters()}
-            buffers = {k: mode.from_tensor(v) for k, v in model.named_buffers()}
-            fake = [mode.from_tensor(i) for i in inputs]
-            gm = make_fx(lambda p, b, *i: torch.func.functional_call(model, (p, b), i),
-                         decompositions(), tracing_mode="fake")(params, buffers, *fake)
+        gm = models.inference_graph(model, inputs)
         source, plans = _fusion.generate(gm)
         examples = [_fusion._example_args(p) for p in plans]
         warm = cj.jit(source, cache=False)

@@ -16,10 +16,13 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import torch_cudajit as cj
 from torch_cudajit import backend
-from torch_cudajit._fusion import compile_graph, generate
+from torch_cudajit._fusion import compile_graph
 from torch_cudajit._fusion_ops import decompositions
 from torch_cudajit._loader import _C
 from _backend_cases import BINARY, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+import _backend_models as models  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -46,7 +49,7 @@ def trace(fn, *specs, dynamic=False):
 
 
 def compiled(fn, *specs, dynamic=False):
-    return compile_graph(trace(fn, *specs, dynamic=dynamic), None, arch=90)
+    return compile_graph(trace(fn, *specs, dynamic=dynamic), arch=90)
 
 
 def called(gm) -> list:
@@ -205,8 +208,6 @@ def test_unknown_options_are_refused(options, match):
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "resnet"])
 def test_models_run_compiled_where_they_run_eagerly(name):
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-    import _backend_models as models
     torch._dynamo.reset()
     model, inputs = models.make(name, "cpu", torch.float32, small=True)
     torch.testing.assert_close(torch.compile(model, backend="cudajit")(*inputs), model(*inputs),
@@ -217,21 +218,9 @@ def test_models_run_compiled_where_they_run_eagerly(name):
 def test_models_fuse_on_cuda_graphs(name):
     """The models' aten graphs (traced on fake tensors of the meta device, which the backend
     fuses as it does CUDA tensors) fuse and compile for sm_90."""
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-    import _backend_models as models
     model, inputs = models.make(name, "meta", torch.float32, small=True)
     model.eval()
-    mode = FakeTensorMode()
-    with mode:
-        params = {k: mode.from_tensor(v) for k, v in model.named_parameters()}
-        buffers = {k: mode.from_tensor(v) for k, v in model.named_buffers()}
-        fake_inputs = [mode.from_tensor(i) for i in inputs]
-
-        def fn(params, buffers, *inputs):
-            return torch.func.functional_call(model, (params, buffers), inputs)
-        gm = make_fx(fn, decomposition_table=decompositions(), tracing_mode="fake")(
-            params, buffers, *fake_inputs)
-    c = compile_graph(gm, None, arch=90)
+    c = compile_graph(models.inference_graph(model, inputs), arch=90)
     # make_fx keeps batch norm an aten call (AOTAutograd's inference graphs decompose it).
     assert c.fused_nodes >= (3 if name == "resnet" else 8) and c.launches, c.source
 
@@ -302,8 +291,8 @@ def groups_as_aten(monkeypatch):
     monkeypatch.setattr(_fusion, "_fusable_device", lambda t: True)
     init, call = _fusion.GroupLaunch.__init__, _fusion.GroupLaunch.__call__
 
-    def with_aten_kernel(self, kernel, plan, device_index):
-        init(self, kernel, plan, device_index)
+    def with_aten_kernel(self, kernel, plan):
+        init(self, kernel, plan)
         n_out = len(plan.outputs)
 
         def kernel_as_aten(*launch_args):
@@ -338,8 +327,6 @@ def groups_as_aten(monkeypatch):
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "resnet"])
 def test_rewritten_graphs_match_eager_in_training_and_inference(name, groups_as_aten):
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-    import _backend_models as models
     torch._dynamo.reset()
     model, inputs = models.make(name, "cpu", torch.float32, small=True)
     ref, _ = models.make(name, "cpu", torch.float32, small=True)

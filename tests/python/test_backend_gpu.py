@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torch_cudajit as cj
 from torch_cudajit import backend
 from torch_cudajit._loader import _C
 
