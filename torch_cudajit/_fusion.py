@@ -28,6 +28,11 @@ aten = torch.ops.aten
 
 _VIEW_OPS = {aten.view.default, aten._unsafe_view.default, aten.unsqueeze.default,
              aten.squeeze.dim, aten.squeeze.dims, aten.reshape.default}
+# Run kernels take RUN consecutive elements of the last dimension per thread (16 bytes of a
+# 16-bit dtype, one vector access); row kernels keep ROW_RUNS runs a thread in registers.
+RUN = 8
+ROW_RUNS = 2
+ROW_LANES = RUN * ROW_RUNS
 
 
 def _val(node):
@@ -348,6 +353,7 @@ class KernelPlan:
         self.outputs: list = []      # (member, dtype, stride order or None)
         self.shape_recipe: list = [] # per dim of S: int, or (input index, dim)
         self.lines: list = []
+        self.runs = False            # a cj::for_each_run kernel: launched over RUN-element runs
 
 
 class _Emitter:
@@ -366,6 +372,7 @@ class _Emitter:
         self.pending: list = []
         self.mode = "unravel"      # how elements are addressed: see _element
         self.row_bases: list = []  # arrays whose row base offset the row loop computes
+        self.run_arrays: list = [] # arrays a run or register pass loads before its lane loop
 
     def new_scope(self):
         self.scope += 1
@@ -403,7 +410,7 @@ class _Emitter:
             return ops.literal(o, "double"), "double"
         m = self.g.members.get(o)
         if m is not None:
-            return m.var, m.ctype
+            return self._member_value(m), m.ctype
         inp = self._input(o, level)
         if inp.level == "scalar":
             return inp.name, inp.kind
@@ -417,16 +424,32 @@ class _Emitter:
                                 f"{self._element(inp.name, index)});")
         return var, ct
 
+    def _member_value(self, m: _Member) -> str:
+        """A member's value where it is used: element values of a register pass are arrays
+        indexed by the lane."""
+        if self.mode == "registers" and m.level == "e":
+            return f"{m.var}[cj_j]"
+        return m.var
+
     def _element(self, array: str, index: str) -> str:
         """The element of `array` at the loop's position (index "cj_i") or at the row's
-        (index "cj_row", row values): through the coordinates unravelled once per position
-        (pointwise kernels), or the row's base offset and the last dimension's stride (row
-        kernels), so that no array divides its own index; a parameter of the lambda in
-        cj::elementwise kernels."""
+        (index "cj_row", row values): a lane of the run loaded before the lane loop (run
+        kernels and row kernels' register pass), through the row's base offset and the last
+        dimension's stride (the row kernels' streaming pass) or the coordinates unravelled once
+        per position (0-d kernels), so that no array divides its own index; a parameter of the
+        lambda in cj::elementwise kernels."""
         if index == "cj_row":
             return f"{array}.data()[{array}.flat_offset(cj_row)]"
         if self.mode == "lambda":
             return f"{array}_p"
+        if self.mode in ("run", "registers"):
+            if array not in self.run_arrays:
+                self.run_arrays.append(array)
+            if self.mode == "run":
+                return f"{array}_r[cj_j]"
+            if array not in self.row_bases:
+                self.row_bases.append(array)
+            return f"{array}_r[cj_j / {RUN}][cj_j % {RUN}]"
         if self.mode == "row":
             if array not in self.row_bases:
                 self.row_bases.append(array)
@@ -514,7 +537,10 @@ class _Emitter:
         for inp in self.inputs.values():
             if inp.level == "scalar":
                 params.append(f"{inp.kind} {inp.name}")
-        params += (["long long cj_rows", "long long cj_cols"] if g.row else ["long long cj_n"])
+        if g.row:
+            params += ["long long cj_rows", "long long cj_cols"]
+        elif not plan.runs:
+            params.append("long long cj_n")
         plan.lines = [f"__global__ void {plan.name}({', '.join(params)}) {{"] + body + ["}"]
         return plan
 
@@ -532,7 +558,10 @@ class _Emitter:
         return [m for m in members if m.node in need]
 
     def _define(self, m, indent):
-        line = f"{indent}const {m.ctype} {m.var} = {self.expression(m)};"
+        if self.mode == "registers" and m.level == "e":
+            line = f"{indent}{m.var}[cj_j] = {self.expression(m)};"
+        else:
+            line = f"{indent}const {m.ctype} {m.var} = {self.expression(m)};"
         return "\n".join([indent + p for p in self._take_pending()] + [line])
 
     def _take_pending(self):
@@ -541,12 +570,20 @@ class _Emitter:
 
     def _store(self, i, m, dtype, index, indent):
         st = ops.STORAGE[dtype]
-        return f"{indent}{self._element(f'out{i}', index)} = static_cast<{st}>({m.var});"
+        if self.mode == "run":
+            target = f"out{i}_r[cj_j]"
+        elif self.mode == "registers" and index == "cj_i":
+            target = f"out{i}_r[cj_j / {RUN}][cj_j % {RUN}]"
+        else:
+            target = self._element(f"out{i}", index)
+        return f"{indent}{target} = static_cast<{st}>({self._member_value(m)});"
 
     def _pointwise_body(self, members):
         plan = self.plan
         if self._vectorizable():
             return self._elementwise_body(members)
+        if self.rank:
+            return self._run_body(members)
         lines = ["  cj::for_each(cj_n, [&](long long cj_i) {",
                  f"    long long cj_at[{self.rank}];",
                  "    cj::unravel(out0, cj_i, cj_at);"]
@@ -555,6 +592,33 @@ class _Emitter:
             lines.append(self._define(m, "    "))
         for i, (m, dtype, _) in enumerate(plan.outputs):
             lines.append(self._store(i, m, dtype, "cj_i", "    "))
+        lines.append("  });")
+        return lines
+
+    def _run_body(self, members):
+        """cj::for_each_run: each thread takes RUN consecutive positions along the last
+        dimension, unravels the run's start once, loads each input's run (one vector access
+        where its last stride is 1 and the address aligned, one load where it is 0), computes
+        the lanes and stores each output's run."""
+        plan, rank = self.plan, self.rank
+        plan.runs = True
+        self.mode = "run"
+        self.new_scope()
+        body = []
+        for m in members:
+            body.append(self._define(m, "      "))
+        for i, (m, dtype, _) in enumerate(plan.outputs):
+            body.append(self._store(i, m, dtype, "cj_i", "      "))
+        lines = [f"  cj::for_each_run<{RUN}>(out0, [&](long long cj_i, const long long (&cj_at)[{rank}], "
+                 "int cj_len) {"]
+        for a in self.run_arrays:
+            lines.append(f"    const auto {a}_r = {a}.template load_run<{RUN}>({a}.offset_at(cj_i, cj_at), "
+                         "cj_len);")
+        for i, (m, dtype, _) in enumerate(plan.outputs):
+            lines.append(f"    cj::Vec<{ops.STORAGE[dtype]}, {RUN}> out{i}_r;")
+        lines += ["#pragma unroll", f"    for (int cj_j = 0; cj_j < {RUN}; ++cj_j) {{"] + body + ["    }"]
+        for i in range(len(plan.outputs)):
+            lines.append(f"    out{i}.template store_run<{RUN}>(out{i}.offset_at(cj_i, cj_at), out{i}_r, cj_len);")
         lines.append("  });")
         return lines
 
@@ -585,13 +649,37 @@ class _Emitter:
                 [f"    return {last.var};", f"  }}, {args});"])
 
     def _row_body(self, members, reductions):
-        plan = self.plan
+        """A block per row: the register pass where the row fits in the block's registers
+        (ROW_LANES elements a thread), the streaming pass (each stage reads the row again)
+        where it does not."""
+        registers = self._row_pass(members, reductions, registers=True)
+        streaming = self._row_pass(members, reductions, registers=False)
         lines = ["  for (long long cj_row = blockIdx.x; cj_row < cj_rows; cj_row += gridDim.x) {"]
-        self.mode = "row"
+        # Each array read or written per element starts its row at one offset and steps by its
+        # last dimension's stride.
+        lines += [f"    const long long {a}_base = {a}.flat_offset(cj_row * cj_cols), "
+                  f"{a}_step = {a}.inner_stride();" for a in self.row_bases]
+        lines.append(f"    if (cj_cols <= {ROW_LANES}LL * blockDim.x) {{")
+        lines += _indented(registers)
+        lines.append("    } else {")
+        lines += _indented(streaming)
+        lines += ["    }", "  }"]
+        return lines
+
+    def _row_pass(self, members, reductions, registers: bool):
+        """One way through a row's stages: row values, then for each stage its reductions over
+        the row's elements (block_reduce) and the row values that wait for them, then the
+        element outputs and the row outputs."""
+        plan = self.plan
+        self.mode = "registers" if registers else "row"
         done = set()
         self.new_scope()
         row_scope = (self.scope, self.loaded)
         last = max((m.stage for m in members), default=0)
+        lines = []
+        element = [m for m in members if m.level == "e" and m.node.target not in _VIEW_OPS]
+        element_outs = [(i, m, d) for i, (m, d, _) in enumerate(plan.outputs) if m.level == "e"]
+        self.run_arrays = []
 
         def row_values(upto):
             self.scope, self.loaded = row_scope
@@ -603,6 +691,42 @@ class _Emitter:
                     done.add(m.node)
             return out
 
+        def lanes(todo, tail):
+            """The lane loop of the register pass: the element values `todo` (kept in arrays
+            for later stages), then `tail`'s lines for each lane."""
+            self.new_scope()
+            out = ["#pragma unroll", f"    for (int cj_j = 0; cj_j < {ROW_LANES}; ++cj_j) {{"]
+            for e in todo:
+                out.append(self._define(e, "      "))
+                done.add(e.node)
+            out += tail()
+            return out + ["    }"]
+
+        def accumulate(here, indent):
+            out = []
+            for m in here:
+                x, xt = self.operand(m.node.args[0], "e")
+                out += [indent + p for p in self._take_pending()]
+                comb = ops.REDUCTIONS[m.node.target][1].format(
+                    a=f"{m.var}_acc", b=x if xt == m.ctype else f"static_cast<{m.ctype}>({x})")
+                if registers:
+                    out.append(f"{indent}if (cj_j % {RUN} < cj_len[cj_j / {RUN}]) {m.var}_acc = {comb};")
+                else:
+                    out.append(f"{indent}{m.var}_acc = {comb};")
+            return out
+
+        if registers:
+            lines += [f"    long long cj_c[{ROW_RUNS}];",
+                      f"    int cj_len[{ROW_RUNS}];",
+                      "#pragma unroll",
+                      f"    for (int cj_u = 0; cj_u < {ROW_RUNS}; ++cj_u) {{",
+                      f"      cj_c[cj_u] = (static_cast<long long>(threadIdx.x) + cj_u * "
+                      f"static_cast<long long>(blockDim.x)) * {RUN};",
+                      "      const long long cj_left = cj_cols - cj_c[cj_u];",
+                      f"      cj_len[cj_u] = cj_left >= {RUN} ? {RUN} : (cj_left > 0 ? static_cast<int>(cj_left) : 0);",
+                      "    }"]
+            lines += [f"    {m.ctype} {m.var}[{ROW_LANES}];" for m in element]
+            loads_at = len(lines)
         lines += row_values(0)
         for s in range(1, last + 1):
             here = [m for m in reductions if m.stage == s]
@@ -612,17 +736,16 @@ class _Emitter:
             for m in here:
                 kind = ops.REDUCTIONS[m.node.target][0]
                 lines.append(f"    {m.ctype} {m.var}_acc = {ops.reduction_init(kind, m.ctype)};")
-            lines.append("    for (long long cj_c = threadIdx.x; cj_c < cj_cols; cj_c += blockDim.x) {")
-            self.new_scope()
-            for e in self._closure([m.node.args[0] for m in here], members):
-                lines.append(self._define(e, "      "))
-            for m in here:
-                x, xt = self.operand(m.node.args[0], "e")
-                lines += ["      " + p for p in self._take_pending()]
-                comb = ops.REDUCTIONS[m.node.target][1].format(
-                    a=f"{m.var}_acc", b=x if xt == m.ctype else f"static_cast<{m.ctype}>({x})")
-                lines.append(f"      {m.var}_acc = {comb};")
-            lines.append("    }")
+            if registers:
+                todo = [e for e in element if e.node not in done and e.stage < s]
+                lines += lanes(todo, lambda: accumulate(here, "      "))
+            else:
+                lines.append("    for (long long cj_c = threadIdx.x; cj_c < cj_cols; cj_c += blockDim.x) {")
+                self.new_scope()
+                for e in self._closure([m.node.args[0] for m in here], members):
+                    lines.append(self._define(e, "      "))
+                lines += accumulate(here, "      ")
+                lines.append("    }")
             for m in here:
                 comb = ops.REDUCTIONS[m.node.target][1].format(a="cj_a", b="cj_b")
                 value = (f"cj::block_reduce({m.var}_acc, []({m.ctype} cj_a, {m.ctype} cj_b) "
@@ -632,8 +755,20 @@ class _Emitter:
                 lines.append(f"    const {m.ctype} {m.var} = {value};")
                 done.add(m.node)
             lines += row_values(s)
-        element_outs = [(i, m, d) for i, (m, d, _) in enumerate(plan.outputs) if m.level == "e"]
-        if element_outs:
+        if element_outs and registers:
+            for i, m, d in element_outs:
+                lines.append(f"    cj::Vec<{ops.STORAGE[d]}, {RUN}> out{i}_r[{ROW_RUNS}];")
+            todo = [e for e in element if e.node not in done]
+            lines += lanes(todo, lambda: [self._store(i, m, d, "cj_i", "      ")
+                                          for i, m, d in element_outs])
+            lines += ["#pragma unroll", f"    for (int cj_u = 0; cj_u < {ROW_RUNS}; ++cj_u) {{"]
+            for i, m, d in element_outs:
+                if f"out{i}" not in self.row_bases:
+                    self.row_bases.append(f"out{i}")
+                lines.append(f"      out{i}.template store_run<{RUN}>(out{i}_base + cj_c[cj_u] * out{i}_step, "
+                             f"out{i}_r[cj_u], cj_len[cj_u]);")
+            lines.append("    }")
+        elif element_outs:
             lines.append("    for (long long cj_c = threadIdx.x; cj_c < cj_cols; cj_c += blockDim.x) {")
             self.new_scope()
             for e in self._closure([m.node for _, m, _ in element_outs], members):
@@ -647,12 +782,23 @@ class _Emitter:
             for i, m, d in row_outs:
                 lines.append(self._store(i, m, d, "cj_row", "      "))
             lines.append("    }")
-        lines.append("  }")
-        # Each array read or written per element starts its row at one offset and steps by its
-        # last dimension's stride.
-        lines[1:1] = [f"    const long long {a}_base = {a}.flat_offset(cj_row * cj_cols), "
-                      f"{a}_step = {a}.inner_stride();" for a in self.row_bases]
+        if registers:
+            loads = []
+            for a in self.run_arrays:
+                st = ops.STORAGE[self._array_dtype(a)]
+                loads += [f"    cj::Vec<{st}, {RUN}> {a}_r[{ROW_RUNS}];",
+                          "#pragma unroll",
+                          f"    for (int cj_u = 0; cj_u < {ROW_RUNS}; ++cj_u)",
+                          f"      {a}_r[cj_u] = {a}.template load_run<{RUN}>({a}_base + cj_c[cj_u] * {a}_step, "
+                          "cj_len[cj_u]);"]
+            lines[loads_at:loads_at] = loads
         return lines
+
+    def _array_dtype(self, array: str):
+        for inp in self.inputs.values():
+            if inp.name == array:
+                return inp.dtype
+        raise AssertionError(f"no input named {array}")
 
     def _shape_recipe(self):
         """How each size of S is read when the group runs: a constant, or a size of one of its
@@ -678,6 +824,12 @@ class _Emitter:
             plan.shape_recipe.append(found)
 
 
+def _indented(lines):
+    """Lines (some several joined by newlines) two spaces further in; pragmas stay put."""
+    return ["\n".join(x if x.startswith("#") else "  " + x for x in line.split("\n"))
+            for line in lines]
+
+
 class _Unfusable(Exception):
     pass
 
@@ -698,11 +850,11 @@ _ROW_THREADS_MAX = 1024
 
 
 def _row_threads(cols: int) -> int:
-    """Threads per row: a block per row, each thread taking about 16 of its elements, so that
-    short rows (attention scores, hidden sizes) use one or two warps and little
-    synchronization, and long rows still spread over the block."""
+    """Threads per row: a block per row, each thread taking up to ROW_LANES of its elements
+    (the register pass), so that short rows (attention scores, hidden sizes) use one or two
+    warps and little synchronization, and long rows still spread over the block."""
     t = 32
-    while t < _ROW_THREADS_MAX and t * 16 < cols:
+    while t < _ROW_THREADS_MAX and t * ROW_LANES < cols:
         t *= 2
     return t
 
@@ -713,6 +865,7 @@ class GroupLaunch:
     def __init__(self, kernel, plan: KernelPlan):
         self.kernel = kernel
         self.row = plan.group.row
+        self.runs = plan.runs
         self.recipe = plan.shape_recipe
         self.inputs = [(i.level, i.unsqueeze, i.dtype) for i in plan.inputs]
         self.outputs = _output_forms(plan)
@@ -755,10 +908,12 @@ class GroupLaunch:
         else:
             numel = math.prod(shape)
             if numel:
-                launcher = self.launchers.get(numel)
+                # Run kernels: a task per run of RUN elements along the last dimension.
+                tasks = numel // shape[-1] * -(-shape[-1] // RUN) if self.runs else numel
+                launcher = self.launchers.get(tasks)
                 if launcher is None:
-                    launcher = self._remember(numel, self.launch_forall(numel))
-                launcher(*views, *tensors, *scalars, numel)
+                    launcher = self._remember(tasks, self.launch_forall(tasks))
+                launcher(*views, *tensors, *scalars, *(() if self.runs else (numel,)))
         return tuple(outs)
 
 
@@ -862,7 +1017,7 @@ def _example_args(plan: KernelPlan):
                                 dtype=v.dtype, device="meta")
         tensors.append(_input_view(t, inp.level, inp.unsqueeze, shape))
     rows = math.prod(shape[:-1])
-    tail = [rows, shape[-1]] if plan.group.row else [rows * shape[-1]]
+    tail = [rows, shape[-1]] if plan.group.row else [] if plan.runs else [rows * shape[-1]]
     return tuple(views + tensors + scalars + tail)
 
 

@@ -101,7 +101,12 @@ def test_matmul_and_views_stay_aten_between_fused_groups():
 def test_softmax_is_one_kernel_of_three_stages():
     c = compiled(lambda x: F.softmax(x, -1), ((64, 1000), torch.bfloat16))
     assert len(c.launches) == 1
-    assert c.source.count("cj::block_reduce") == 2  # the max, then the sum of exponentials
+    registers, streaming = c.source.split("if (cj_cols <= 16LL * blockDim.x)")[1].split("} else {")
+    # The max, then the sum of exponentials, in either pass; the register pass reads the row
+    # once and computes each exponential once, the streaming pass reads it in each stage.
+    assert registers.count("cj::block_reduce") == streaming.count("cj::block_reduce") == 2
+    assert registers.count("load_run<8>") == 1 and registers.count("cj::op::exp(") == 1
+    assert streaming.count("cj::op::exp(") == 2
     assert "__nv_bfloat16" in c.source
 
 
@@ -305,14 +310,20 @@ def groups_as_aten(monkeypatch):
             # The sizes the kernel is given agree with the outputs it writes.
             tail = launch_args[len(launch_args) - (2 if plan.group.row else 1):]
             for (m, _, _), view in zip(plan.outputs, launch_args[:n_out]):
-                if not plan.group.row:
+                if plan.runs:  # a task per run of RUN elements along the last dimension
+                    cols = view.shape[-1]
+                    assert self.tasks == view.numel() // cols * -(-cols // _fusion.RUN)
+                elif not plan.group.row:
                     assert view.numel() == tail[0]
                 elif m.level == "e":
                     assert view.numel() == tail[0] * tail[1] and view.shape[-1] == tail[1]
                 else:
                     assert view.numel() == tail[0] and view.shape[-1] == 1
 
-        self.launch_forall = lambda n: kernel_as_aten
+        def forall(tasks):
+            self.tasks = tasks
+            return kernel_as_aten
+        self.launch_forall = forall
         self.index = lambda config: kernel_as_aten
 
     def remember_args(self, *args):

@@ -96,11 +96,14 @@ def test_casts_match_eager(src, dst):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", [(7, 300), (3, 5, 1030), (4, 1)], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+# Rows that fit the register pass (partial runs among them), and one longer than a block of
+# 1024 threads keeps in registers (the streaming pass).
+@pytest.mark.parametrize("shape", [(7, 300), (3, 5, 1030), (4, 1), (2, 20000)], ids=str)
 @pytest.mark.parametrize("name", list(REDUCTIONS) + list(UNFUSED_REDUCTIONS))
-def test_reductions_match_eager(name, shape, dtype):
+def test_reductions_match_eager(name, shape, layout, dtype):
     fn = {**REDUCTIONS, **UNFUSED_REDUCTIONS}[name]
-    x = rand(shape, dtype, "transposed")
+    x = rand(shape, dtype, layout)
     got = compiled(lambda x: fn(x * 1.5))(x)
     want = fn(x * 1.5)
     tol = dict(TOL[dtype])

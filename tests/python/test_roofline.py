@@ -3,6 +3,7 @@
 for sm_90 and read the PTX; GPU tests check results against torch."""
 from __future__ import annotations
 
+import math
 import re
 import warnings
 
@@ -38,6 +39,26 @@ __global__ void scale4(cj::Array<float, 1> out, cj::Array<const float, 1> x, flo
 """
 
 README = README_AXPY
+
+RUNS = r"""
+template <typename T>
+__global__ void axpy_runs(cj::Array<T, 3> out, cj::Array<const T, 3> x, cj::Array<const T, 3> y, float a) {
+  cj::for_each_run<8>(out, [&](long long i, const long long (&at)[3], int len) {
+    const auto xv = x.template load_run<8>(x.offset_at(i, at), len);
+    const auto yv = y.template load_run<8>(y.offset_at(i, at), len);
+    cj::Vec<T, 8> r;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) r[k] = T(a * float(xv[k]) + float(yv[k]));
+    out.template store_run<8>(out.offset_at(i, at), r, len);
+  });
+}
+"""
+
+
+def run_tasks(shape):
+    """forall's task count for a for_each_run<8> kernel: a task per run of 8 along the last
+    dimension."""
+    return math.prod(shape[:-1]) * -(-shape[-1] // 8)
 
 
 def meta(n, dtype=torch.float32):
@@ -128,6 +149,20 @@ def test_load_of_a_strided_array_does_not_compile():
         k.compile(torch.empty(64), torch.empty(128)[::2], 2.0, arch="sm_90")
 
 
+@pytest.mark.parametrize("dtype, vector", [(torch.bfloat16, r"v4\.(?:b|u)32"), (torch.float32, r"v4\.f32")],
+                         ids=str)
+def test_runs_compile_to_vector_accesses_and_element_loops(dtype, vector):
+    """A run's loads and stores are vector accesses where the last stride may be 1 (checked at
+    run time, so strided arrays keep them too), beside the element loop for partial runs."""
+    k = cj.jit(RUNS)
+    t = torch.empty(4, 6, 24, device="meta", dtype=dtype)
+    for x in (t, t.transpose(0, 1)):
+        ptx = k.compile(t, x, t, 2.0, arch="sm_90").ptx
+        assert re.search(r"ld\.global(?:\.nc)?\." + vector, ptx), ptx[-2000:]
+        assert re.search(r"st\.global\." + vector, ptx)
+    assert k._core.grid_strides
+
+
 def test_grid_stride_detection():
     assert cj.jit(AXPY)._core.grid_strides
     assert not cj.jit(README)._core.grid_strides
@@ -165,6 +200,36 @@ def test_elementwise_2d_layouts(device, layout):
     poison_(out)
     k[4, 64](out, x, y)
     torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+
+
+def run_layouts(shape, dtype, device):
+    """(name, x) pairs of one shape: contiguous, transposed (last stride not 1), sliced, a last
+    dimension expanded from one element (stride 0), offset by one element (unaligned runs)."""
+    b, m, n = shape
+    yield "contiguous", random_values(shape, dtype, device)
+    yield "transposed", random_values([b, n, m], dtype, device).transpose(1, 2)
+    yield "sliced", random_values([b, m, 2 * n], dtype, device)[:, :, ::2]
+    yield "expanded", random_values([b, m, 1], dtype, device).expand(shape)
+    yield "offset", random_values([b * m * n + 1], dtype, device)[1:].view(shape)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(2, 3, 64), (3, 5, 13), (1, 1, 3), (4, 33, 1000)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_for_each_run_matches_torch_in_every_layout(device, dtype, shape):
+    k = cj.jit(RUNS)
+    y = random_values(shape, dtype, device)
+    for name, x in run_layouts(shape, dtype, device):
+        for out in (torch.empty(shape, dtype=dtype, device=device),
+                    torch.empty(shape[::-1], dtype=dtype, device=device).permute(2, 1, 0)):
+            want = (2.0 * x.float() + y.float()).to(dtype)
+            poison_(out, want)
+            k.forall(run_tasks(shape))(out, x, y, 2.0)
+            torch.testing.assert_close(out, want, rtol=0, atol=0, msg=lambda m: f"{name}: {m}")
+            poison_(out, want)
+            k[3, 32](out, x, y, 2.0)  # any grid covers the runs
+            torch.testing.assert_close(out, want, rtol=0, atol=0, msg=lambda m: f"{name}, small grid: {m}")
 
 
 FOR_EACH = r"""

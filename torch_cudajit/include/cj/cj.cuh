@@ -180,6 +180,17 @@ __device__ constexpr bool vector_ok(bool cj_aligned16) {
   return cj_aligned16 && CjV > 1 && (sizeof(CjT) * CjV == 2 || sizeof(CjT) * CjV == 4 ||
                                      sizeof(CjT) * CjV == 8 || sizeof(CjT) * CjV == ::cj::abi::kVectorBytes);
 }
+/// Whether V elements of T at `p` form whole vector accesses: V * sizeof(T) is 2, 4 or 8 bytes
+/// or a multiple of 16, and `p` is aligned to the access (at most 16 bytes).
+template <class CjT, int CjV>
+__device__ __forceinline__ bool run_aligned(const void* cj_p) {
+  constexpr int kBytes = static_cast<int>(sizeof(CjT)) * CjV;
+  constexpr int kAlign = kBytes < ::cj::abi::kVectorBytes ? kBytes : ::cj::abi::kVectorBytes;
+  if constexpr (kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes % ::cj::abi::kVectorBytes == 0)
+    return (reinterpret_cast<unsigned long long>(cj_p) & (kAlign - 1)) == 0;
+  else
+    return false;
+}
 }  // namespace detail
 
 /// A view of a torch tensor inside a kernel: data pointer, shape and strides in elements.
@@ -301,6 +312,42 @@ struct Array {
     }
   }
 
+  /// A run: the `len` elements (at most V) at offset `off`, `off + inner_stride()`, ... along the
+  /// last dimension, as cj::for_each_run hands them out. One V-element access when the run is
+  /// whole, the last stride is 1 and the address is aligned to the access; one load given to
+  /// every element when the last stride is 0 (an expanded dimension); element by element
+  /// otherwise. Elements past `len` are zero. Offsets are not checked, as with data().
+  template <int CjV>
+  __device__ __forceinline__ Vec<typename detail::remove_const<T>::type, CjV> load_run(long long cj_off, int cj_len) const {
+    using CjE = typename detail::remove_const<T>::type;
+    const long long cj_step = inner_stride();
+    Vec<CjE, CjV> cj_v;
+    if (cj_len == CjV && cj_step == 1 && detail::run_aligned<CjE, CjV>(data_ + cj_off))
+      return *reinterpret_cast<const Vec<CjE, CjV>*>(data_ + cj_off);
+    if (cj_step == 0 && cj_len > 0) {
+      const CjE cj_x = data_[cj_off];
+#pragma unroll
+      for (int cj_k = 0; cj_k < CjV; ++cj_k) cj_v[cj_k] = cj_x;
+      return cj_v;
+    }
+#pragma unroll
+    for (int cj_k = 0; cj_k < CjV; ++cj_k) cj_v[cj_k] = cj_k < cj_len ? data_[cj_off + cj_k * cj_step] : CjE();
+    return cj_v;
+  }
+
+  /// Stores the first `len` elements of `v` as the run at `off` (see load_run).
+  template <int CjV>
+  __device__ __forceinline__ void store_run(long long cj_off, const Vec<T, CjV>& cj_v, int cj_len) const {
+    const long long cj_step = inner_stride();
+    if (cj_len == CjV && cj_step == 1 && detail::run_aligned<T, CjV>(data_ + cj_off)) {
+      *reinterpret_cast<Vec<T, CjV>*>(data_ + cj_off) = cj_v;
+      return;
+    }
+#pragma unroll
+    for (int cj_k = 0; cj_k < CjV; ++cj_k)
+      if (cj_k < cj_len) data_[cj_off + cj_k * cj_step] = cj_v[cj_k];
+  }
+
 #if !defined(CJ_DEBUG)
   template <class... I>
   __device__ __forceinline__ T& operator()(I... idx) const { return data_[offset(idx...)]; }
@@ -419,6 +466,58 @@ __device__ __forceinline__ void for_each(long long cj_n, CjF cj_f) {
   for (long long cj_i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; cj_i < cj_n;
        cj_i += cj_threads)
     cj_f(cj_i);
+}
+
+namespace detail {
+/// for_each_run's loop, dividing in CjOff (int where every run's position fits).
+template <class CjOff, int CjV, class CjT, int CjN, class CjL, class CjF>
+__device__ __forceinline__ void run_loop(const Array<CjT, CjN, CjL>& cj_a, long long cj_cols, long long cj_runs,
+                                         CjF& cj_f) {
+  const CjOff cj_per_row = static_cast<CjOff>((cj_cols + CjV - 1) / CjV);
+  const long long cj_threads = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long cj_r = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; cj_r < cj_runs;
+       cj_r += cj_threads) {
+    long long cj_coord[CjN];
+    CjOff cj_rest = static_cast<CjOff>(cj_r) / cj_per_row;
+    const long long cj_row = cj_rest;
+    const long long cj_col = static_cast<long long>(static_cast<CjOff>(cj_r) - cj_rest * cj_per_row) * CjV;
+    cj_coord[CjN - 1] = cj_col;
+#pragma unroll
+    for (int d = CjN - 2; d >= 0; --d) {
+      const CjOff cj_n = static_cast<CjOff>(cj_a.size(d));
+      cj_coord[d] = cj_rest % cj_n;
+      cj_rest /= cj_n;
+    }
+    const long long cj_left = cj_cols - cj_col;
+    cj_f(cj_row * cj_cols + cj_col, cj_coord, static_cast<int>(cj_left < CjV ? cj_left : CjV));
+  }
+}
+}  // namespace detail
+
+/// Calls f(flat, coord, len) for every run of `a`'s shape, spread over the whole grid: each row
+/// of the last dimension cut into runs of V consecutive elements (the last run of a row may be
+/// shorter). `flat` is the run's first row-major position, `coord` its coordinates (as
+/// cj::unravel gives them) and `len` its element count, at most V; Array::load_run and
+/// Array::store_run move a run of any array of that shape. A kernel launched with forall gets a
+/// thread per task, so launch it over the number of runs: rows * ceil(last size / V).
+///
+///   cj::for_each_run<8>(out, [&](long long i, const long long (&at)[2], int len) {
+///     auto v = x.load_run<8>(x.offset_at(i, at), len);
+///     for (int k = 0; k < 8; ++k) v[k] = v[k] * 2;
+///     out.store_run<8>(out.offset_at(i, at), v, len);
+///   });
+template <int CjV, class CjT, int CjN, class CjL, class CjF>
+__device__ __forceinline__ void for_each_run(const Array<CjT, CjN, CjL>& cj_a, CjF cj_f) {
+  static_assert(CjN >= 1 && CjV >= 1, "cj::for_each_run: an array of rank 1 or more, runs of 1 or more");
+  const long long cj_cols = cj_a.size(CjN - 1);
+  if (cj_cols == 0) return;
+  const long long cj_runs = cj_a.numel() / cj_cols * ((cj_cols + CjV - 1) / CjV);
+  // 32-bit division where every position fits (an expanded array may have more elements than
+  // its offsets suggest).
+  if (cj_a.numel() <= 0x7fffffffLL)
+    detail::run_loop<int, CjV>(cj_a, cj_cols, cj_runs, cj_f);
+  else
+    detail::run_loop<long long, CjV>(cj_a, cj_cols, cj_runs, cj_f);
 }
 
 /// out[i] = f(in[i]...) for every element, in row-major order, spread over the whole grid.
