@@ -17,8 +17,8 @@
 #   verify  build, pytest ($PYTEST_FILES), then compare: a change checked and measured in one call
 #   results  benchmarks/run_all.py: every benchmark, with the C++ deploy floor, written to
 #          $OUT/RESULTS.md (copy it over benchmarks/RESULTS.md); RESULTS_ARGS adds arguments
-#   backend  build, the torch.compile backend's GPU tests, a profile of each model, its benchmark
-#          (BACKEND_ARGS adds arguments, e.g. "--models gpt2 --reps 20")
+#   backend  build, the torch.compile backend's GPU tests (PYTEST_ARGS selects), a profile of each
+#          model, its benchmark (BACKEND_ARGS adds arguments, e.g. "--models gpt2 --reps 20")
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
 # PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), PYTEST_FILES replaces
@@ -119,7 +119,7 @@ if wants backend; then
   # each model's compiled step, then the benchmark against eager and Inductor, whose results are
   # written after each model (a run cut short keeps what it measured).
   echo "== backend: GPU tests"
-  python3 -m pytest tests/python/test_backend_gpu.py -q -p no:cacheprovider -rfE --maxfail=40 2>&1 |
+  python3 -m pytest tests/python/test_backend_gpu.py ${PYTEST_ARGS:-} -q -p no:cacheprovider -rfE --maxfail=40 2>&1 |
     tee "$OUT/pytest_backend.log" | grep -E "^(FAILED|E   )|passed|failed" | head -40
   for m in gpt2 llama resnet; do
     python3 benchmarks/backend.py --profile "$m" > "$OUT/profile_$m.txt" 2>&1

@@ -541,7 +541,10 @@ class _Emitter:
             params += ["long long cj_rows", "long long cj_cols"]
         elif not plan.runs:
             params.append("long long cj_n")
-        plan.lines = [f"__global__ void {plan.name}({', '.join(params)}) {{"] + body + ["}"]
+        # Row kernels launch up to _ROW_THREADS_MAX threads a block: the bound keeps the
+        # register pass's arrays within what a block that size may use.
+        bounds = f"__launch_bounds__({_ROW_THREADS_MAX}) " if g.row else ""
+        plan.lines = [f"__global__ void {bounds}{plan.name}({', '.join(params)}) {{"] + body + ["}"]
         return plan
 
     def _closure(self, targets, members):
@@ -846,7 +849,7 @@ def _dense(v, order) -> bool:
 
 # -- running ---------------------------------------------------------------------------------
 
-_ROW_THREADS_MAX = 1024
+_ROW_THREADS_MAX = 512
 
 
 def _row_threads(cols: int) -> int:

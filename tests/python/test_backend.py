@@ -16,7 +16,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import torch_cudajit as cj
 from torch_cudajit import backend
-from torch_cudajit._fusion import compile_graph
+from torch_cudajit._fusion import _row_threads as backend_threads, compile_graph
 from torch_cudajit._fusion_ops import decompositions
 from torch_cudajit._loader import _C
 from _backend_cases import BINARY, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS
@@ -107,6 +107,9 @@ def test_softmax_is_one_kernel_of_three_stages():
     assert registers.count("cj::block_reduce") == streaming.count("cj::block_reduce") == 2
     assert registers.count("load_run<8>") == 1 and registers.count("cj::op::exp(") == 1
     assert streaming.count("cj::op::exp(") == 2
+    # Launched with up to 512 threads a block, which the bound lets every kernel take.
+    assert "__global__ void __launch_bounds__(512) fused_" in c.source
+    assert backend_threads(1000) == 64 and backend_threads(20000) == 512
     assert "__nv_bfloat16" in c.source
 
 
