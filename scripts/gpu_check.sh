@@ -60,6 +60,10 @@ tail -1 "$OUT/build.log"; [[ -f $OUT/cmake.log ]] && tail -1 "$OUT/cmake.log"
 grep -q "ext rc 0" "$OUT/build.log" || { tail -40 "$OUT/build.log"; exit 1; }
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
+# PYTEST_ARGS and CTEST_ARGS as the shell would split them, quotes kept ('-k "a or b"').
+eval "pytest_args=(${PYTEST_ARGS:-})"
+eval "ctest_args=(${CTEST_ARGS:-})"
+
 if wants all smoke; then
   echo "== smoke"
   python3 scripts/smoke.py 2>&1 | tee "$OUT/smoke.log"
@@ -69,7 +73,7 @@ if wants all tests pytest final verify; then
   files=${PYTEST_FILES:-tests/python}
   wants final && files="tests/python/test_ops.py tests/python/test_deploy.py tests/python/test_launch.py"
   echo "== pytest ($files)"
-  python3 -m pytest $files ${PYTEST_ARGS:-} -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -25
+  python3 -m pytest $files ${pytest_args[@]+"${pytest_args[@]}"} -q -p no:cacheprovider -rfE 2>&1 | tee "$OUT/pytest.log" | tail -25
 fi
 if wants all aoti; then
   echo "== AOTInductor and deploy examples (test_export.py, test_deploy.py)"
@@ -77,7 +81,7 @@ if wants all aoti; then
     -p no:cacheprovider -rfEs 2>&1 | tee "$OUT/pytest_aoti.log" | tail -12
 fi
 if wants all tests ctest final; then
-  filter=(${CTEST_ARGS:-})
+  filter=(${ctest_args[@]+"${ctest_args[@]}"})
   wants final && filter=(-R "Ops|Kernel")
   echo "== ctest ${filter[*]}"
   if grep -q "cmake rc 0" "$OUT/cmake.log"; then
@@ -119,8 +123,8 @@ if wants backend; then
   # each model's compiled step, then the benchmark against eager and Inductor, whose results are
   # written after each model (a run cut short keeps what it measured).
   echo "== backend: GPU tests"
-  python3 -m pytest tests/python/test_backend_gpu.py ${PYTEST_ARGS:-} -q -p no:cacheprovider -rfE --maxfail=40 2>&1 |
-    tee "$OUT/pytest_backend.log" | grep -E "^(FAILED|E   )|passed|failed" | head -40
+  python3 -m pytest tests/python/test_backend_gpu.py ${pytest_args[@]+"${pytest_args[@]}"} -q -p no:cacheprovider -rfE --maxfail=40 2>&1 |
+    tee "$OUT/pytest_backend.log" | grep -E "^(FAILED|ERROR|E   )|passed|failed|no tests ran" | head -40
   for m in gpt2 llama resnet; do
     python3 benchmarks/backend.py --profile "$m" > "$OUT/profile_$m.txt" 2>&1
     head -1 "$OUT/profile_$m.txt"
