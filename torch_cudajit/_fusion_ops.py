@@ -163,10 +163,13 @@ def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, 
     AOTAutograd refuses in a functional graph)."""
     compute = torch.float32 if x.dtype in LOW_PRECISION else x.dtype
     shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
-    mean = aten._to_copy.default(running_mean, dtype=compute)
-    invstd = aten.rsqrt.default(aten.add.Tensor(aten._to_copy.default(running_var, dtype=compute), eps))
-    out = aten.mul.Tensor(aten.sub.Tensor(x, aten.view.default(mean, shape)),
-                          aten.view.default(invstd, shape))
+    # The statistics are viewed in x's broadcast shape before any arithmetic, so that their
+    # pointwise work broadcasts into the normalization's group and is computed there (one
+    # kernel per batch norm), not in small groups of their own.
+    mean = aten._to_copy.default(aten.view.default(running_mean, shape), dtype=compute)
+    invstd = aten.rsqrt.default(aten.add.Tensor(
+        aten._to_copy.default(aten.view.default(running_var, shape), dtype=compute), eps))
+    out = aten.mul.Tensor(aten.sub.Tensor(x, mean), invstd)
     if weight is not None:
         out = aten.mul.Tensor(out, aten.view.default(weight, shape))
     if bias is not None:
@@ -174,7 +177,8 @@ def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, 
     out = aten._to_copy.default(out, dtype=x.dtype)
     if x.device.type == "cpu":  # what the aten operation returns for the saved statistics
         return out, x.new_zeros((0,)), x.new_zeros((0,))
-    return out, mean, invstd
+    channels = [x.shape[1]]
+    return out, aten.view.default(mean, channels), aten.view.default(invstd, channels)
 
 
 def _layer_norm(x, normalized_shape, weight, bias, eps):
