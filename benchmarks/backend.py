@@ -158,12 +158,14 @@ def plot(results: dict, path: str) -> None:
         width = 0.8 / len(backends)
         for i, b in enumerate(backends):
             vals = [results[m][b][phase].get(key, 0) for m in names]
-            ax.bar([x + i * width for x in range(len(names))], vals, width, label=b)
+            # One colour per backend in every panel (eager appears in the steady state only).
+            ax.bar([x + i * width for x in range(len(names))], vals, width, label=b,
+                   color=f"C{BACKENDS.index(b)}")
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names)
         ax.set_title(title)
         if key == "first_s":
             ax.set_yscale("log")
-    axes[0].legend()
+    axes[2].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
