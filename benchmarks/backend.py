@@ -93,8 +93,10 @@ def run_child(model_name, backend, cache_dir, reps, timeout=480) -> dict:
     return json.loads(line[-1])
 
 
-def measure(model_name: str, reps: int, backends=BACKENDS) -> dict:
-    rows = {}
+def measure(model_name: str, reps: int, backends=BACKENDS, rows=None, measured=lambda: None) -> dict:
+    """Each backend's cold and warm process on one model, into `rows`; `measured()` is called
+    after each backend."""
+    rows = {} if rows is None else rows
     for backend in backends:
         with tempfile.TemporaryDirectory(prefix="cj_backend_bench_") as cache:
             cold = run_child(model_name, backend, cache, reps)
@@ -102,6 +104,7 @@ def measure(model_name: str, reps: int, backends=BACKENDS) -> dict:
         rows[backend] = {"cold": cold, "warm": warm}
         print(f"  {model_name:7s} {backend:22s} cold {cold} warm {warm}", file=sys.stderr,
               flush=True)
+        measured()
     return rows
 
 
@@ -270,11 +273,13 @@ def main():
         return
     backends = args.backends.split(",")
     results = {}
-    for m in args.models.split(","):
-        results[m] = measure(m, args.reps, backends)
-        if args.json:  # after each model, so that a run cut short keeps what it measured
+
+    def save():  # after each backend, so that a run cut short keeps what it measured
+        if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)
+    for m in args.models.split(","):
+        measure(m, args.reps, backends, results.setdefault(m, {}), save)
     if backends != BACKENDS:
         print(json.dumps(results, indent=1))
         return

@@ -161,6 +161,8 @@ def test_runs_compile_to_vector_accesses_and_element_loops(dtype, vector):
         assert re.search(r"ld\.global(?:\.nc)?\." + vector, ptx), ptx[-2000:]
         assert re.search(r"st\.global\." + vector, ptx)
     assert k._core.grid_strides
+    # Debug mode compiles them too (run offsets are not checked, as with data()).
+    assert cj.jit(RUNS, debug=True).compile(t, t, t, 2.0, arch="sm_90").ptx
 
 
 def test_grid_stride_detection():
