@@ -7,7 +7,9 @@ strides and broadcasting, and reductions over the last dimension: sum, mean, ama
 what decomposes to them: softmax, log_softmax, layer_norm, rms_norm, ...), and every group
 becomes one CUDA C++ kernel; all kernels of a graph compile as one NVRTC program, through the
 disk cache. Everything else (matmul, convolution, attention, random numbers, views) runs as the
-aten operation it is, so a model that runs eagerly runs here.
+aten operation it is, so a model that runs eagerly runs here. In inference graphs, attention
+written out as matmul, softmax and matmul (with a causal mask or none) becomes aten's
+scaled_dot_product_attention first (torch_cudajit/_attention.py).
 
 Options, given as ``torch.compile(..., options={...})``:
     debug: print each generated kernel, with the FX nodes it fuses, to stderr.
@@ -45,7 +47,8 @@ def cudajit(gm, example_inputs, options: dict | None = None, **kwargs):
     compiler = partial(_compile, debug=debug)
     extra = _record_float_symbols(gm)
     compiled = aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
-                            inference_compiler=compiler, decompositions=decompositions(),
+                            inference_compiler=partial(_compile, debug=debug, inference=True),
+                            decompositions=decompositions(),
                             partition_fn=min_cut_rematerialization_partition,
                             keep_inference_input_mutations=True)(gm, example_inputs)
     if not extra:
@@ -85,10 +88,15 @@ def _record_float_symbols(gm) -> int:
     return len(added)
 
 
-def _compile(gm, example_inputs, *, debug: bool):
+def _compile(gm, example_inputs, *, debug: bool, inference: bool = False):
     from torch._functorch.aot_autograd import make_boxed_func
 
     from ._fusion import compile_graph
+    if inference:
+        # Attention written out becomes aten's fused attention, where no backward graph reads
+        # the scores it no longer computes.
+        from ._attention import rewrite
+        rewrite(gm)
     compiled = compile_graph(gm, debug=debug)
     _RECENT.append(compiled)
     return make_boxed_func(compiled.graph_module.forward)

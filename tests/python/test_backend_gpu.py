@@ -164,6 +164,9 @@ def test_models_match_eager_in_training_and_inference(name, dtype):
         torch.testing.assert_close(torch.compile(model, backend="cudajit")(*inputs),
                                    ref_model(*inputs), **tol)
     assert fused_nodes() > 0
+    graph = backend.compiled_graphs()[-1].graph_module.graph
+    if name == "gpt2":  # its causal attention, written out, runs as aten's fused attention
+        assert any(n.target is torch.ops.aten.scaled_dot_product_attention.default for n in graph.nodes)
 
 
 def test_new_batch_sizes_compile_nothing():
