@@ -1,13 +1,14 @@
 """The cudajit backend's graph compiler: partitions an aten FX graph into fusion groups,
-writes one CUDA C++ kernel per group with the plugin's public API (cj::Array, cj::for_each,
-cj::elementwise, cj::block_reduce, cj::op), compiles all kernels of the graph as one NVRTC
-program, and returns the graph with each group replaced by a launch.
+writes one CUDA C++ kernel per group with the plugin's public API (cj::Array,
+cj::for_each_run, cj::elementwise, cj::block_reduce, cj::op), compiles all kernels of the graph
+as one NVRTC program, and returns the graph with each group replaced by a launch.
 
 A group has an iteration shape S. Pointwise groups compute every member once per element of
-S. Row groups also reduce over S's last dimension: a thread block takes a row, computes the
-reductions in stages (a reduction may read values computed from earlier ones, as softmax and
-layer norm do), then the row's element values; members that are one value per row (the
-reductions and pointwise operations on them) are kept in registers. Every size is read from the
+S, in runs of RUN elements along the last dimension. Row groups also reduce over S's last
+dimension: a thread block takes a row, computes the reductions in stages (a reduction may read
+values computed from earlier ones, as softmax and layer norm do), then the row's element
+values; a row that fits is loaded into registers once, and members that are one value per row
+(the reductions and pointwise operations on them) are kept in registers. Every size is read from the
 tensors when the group runs, so new sizes never compile anything: the specialization is on
 dtype, rank and layout only. Operations that are not fused (matmul, convolution, views, random
 numbers, anything unlisted) stay in the graph as the aten calls they are."""
