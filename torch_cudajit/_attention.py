@@ -16,7 +16,7 @@ import math
 import torch
 import torch.fx as fx
 
-from ._fusion import _same, _same_shape, _val
+from ._fusion import _reduction, _same, _same_shape, _val
 
 aten = torch.ops.aten
 
@@ -73,14 +73,14 @@ def _softmax_input(p, chain: list):
         return None
     e, total = p.args
     if not (_is(e, aten.exp.default) and _is(total, aten.sum.dim_IntList) and total.args[0] is e
-            and len(e.users) == 2 and _single_user(total) and _last_dim(total)):
+            and len(e.users) == 2 and _single_user(total) and _kept_last_dim(total)):
         return None
     sub = e.args[0]
     if not (_is(sub, aten.sub.Tensor) and _single_user(sub)):
         return None
     x, top = sub.args
     if not (_is(top, aten.amax.default) and top.args[0] is x and _single_user(top)
-            and _last_dim(top) and len(x.users) == 2):
+            and _kept_last_dim(top) and len(x.users) == 2):
         return None
     chain += [p, total, e, sub, top]
     if _is(x, aten._to_copy.default):
@@ -92,11 +92,10 @@ def _softmax_input(p, chain: list):
     return x, 2  # read by the amax and the subtraction
 
 
-def _last_dim(reduction) -> bool:
-    dims = reduction.args[1] if len(reduction.args) > 1 else None
-    keep = reduction.args[2] if len(reduction.args) > 2 else reduction.kwargs.get("keepdim", False)
-    rank = _val(reduction.args[0]).dim()
-    return keep and isinstance(dims, (list, tuple)) and len(dims) == 1 and dims[0] in (-1, rank - 1)
+def _kept_last_dim(reduction) -> bool:
+    """A reduction over the last dimension that keeps it (as the partition reads them)."""
+    found = _reduction(reduction)
+    return found is not None and found[1]
 
 
 def _causal_mask(cond, t: int, s: int) -> list | None:
@@ -189,7 +188,9 @@ def rewrite(gm: fx.GraphModule) -> int:
     computes."""
     count = 0
     for node in list(gm.graph.nodes):
-        if node.graph is not gm.graph or node.op != "call_function":
+        # The nodes a rewrite erases all come before its output view in graph order: each node
+        # reached here is still in the graph.
+        if node.op != "call_function":
             continue
         m = _match(node)
         if m is None:

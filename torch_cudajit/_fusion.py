@@ -432,6 +432,11 @@ class _Emitter:
             return f"{m.var}[cj_j]"
         return m.var
 
+    def _row_base(self, array: str) -> None:
+        """Has the row loop compute `array`'s row base offset and last stride."""
+        if array not in self.row_bases:
+            self.row_bases.append(array)
+
     def _element(self, array: str, index: str) -> str:
         """The element of `array` at the loop's position (index "cj_i") or at the row's
         (index "cj_row", row values): a lane of the run loaded before the lane loop (run
@@ -448,12 +453,10 @@ class _Emitter:
                 self.run_arrays.append(array)
             if self.mode == "run":
                 return f"{array}_r[cj_j]"
-            if array not in self.row_bases:
-                self.row_bases.append(array)
+            self._row_base(array)
             return f"{array}_r[cj_j / {RUN}][cj_j % {RUN}]"
         if self.mode == "row":
-            if array not in self.row_bases:
-                self.row_bases.append(array)
+            self._row_base(array)
             return f"{array}.data()[{array}_base + cj_c * {array}_step]"
         return f"{array}.data()[{array}.offset_at(cj_i, cj_at)]"
 
@@ -767,8 +770,7 @@ class _Emitter:
                                           for i, m, d in element_outs])
             lines += ["#pragma unroll", f"    for (int cj_u = 0; cj_u < {ROW_RUNS}; ++cj_u) {{"]
             for i, m, d in element_outs:
-                if f"out{i}" not in self.row_bases:
-                    self.row_bases.append(f"out{i}")
+                self._row_base(f"out{i}")
                 lines.append(f"      out{i}.template store_run<{RUN}>(out{i}_base + cj_c[cj_u] * out{i}_step, "
                              f"out{i}_r[cj_u], cj_len[cj_u]);")
             lines.append("    }")
