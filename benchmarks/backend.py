@@ -214,10 +214,58 @@ def compile_latency(repeats: int = 9) -> str:
                       "plugin, cj.jit + compile (ms) |", "|---|---|---|---|---|"] + rows)
 
 
+def _issue_time(fn, inputs, steps: int = 20) -> float:
+    """Seconds the host takes to issue one call of fn (fewer steps than the launch queue
+    holds, so that the GPU never holds the host back)."""
+    import torch
+    with torch.no_grad():
+        for _ in range(5):
+            fn(*inputs)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            fn(*inputs)
+        issued = (time.perf_counter() - t0) / steps
+        torch.cuda.synchronize()
+    return issued
+
+
+def host_breakdown(gm, args, steps: int = 20) -> str:
+    """Host time of each node of a compiled graph (median over steps, the GPU's time not
+    waited for), the ten costliest, then the graph's forward as a whole: where the host's part
+    of a step goes."""
+    import torch
+    import torch.fx as fx
+
+    args = list(args)
+    per_node: dict = {}
+
+    class Timed(fx.Interpreter):
+        def run_node(self, n):
+            t0 = time.perf_counter()
+            result = super().run_node(n)
+            per_node.setdefault(n, []).append(time.perf_counter() - t0)
+            return result
+    with torch.no_grad():
+        for _ in range(steps):
+            Timed(gm).run(*args)
+            torch.cuda.synchronize()
+    rows = sorted(((statistics.median(v) * 1e6, n) for n, v in per_node.items()),
+                  key=lambda r: -r[0])
+    total = sum(us for us, _ in rows)
+    forward = _issue_time(gm, args)
+    lines = [f"graph forward issues in {forward * 1e6:.0f} us; by node (interpreted) "
+             f"{total:.0f} us over {len(rows)} nodes:"]
+    lines += [f"  {us:7.1f} us  {n.op:13s} {getattr(n.target, '__name__', n.target)}"
+              for us, n in rows[:12]]
+    return "\n".join(lines)
+
+
 def profile(model_name: str) -> None:
     """Host time per step, then the kernels that took the GPU's time (torch.profiler), and the
     generated kernels' headers: where a compiled step's time goes."""
     import torch
+    from torch._functorch import aot_autograd
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
     sys.path.insert(0, HERE)
@@ -226,6 +274,16 @@ def profile(model_name: str) -> None:
     model, inputs = models.make(model_name, "cuda", torch.bfloat16)
     model.eval()
     fn = torch.compile(model, backend="cudajit")
+    # The arguments each compiled graph is called with, for the breakdown by node.
+    graph_args = []
+    boxed = aot_autograd.make_boxed_func
+
+    def recording(f):
+        return boxed(lambda *a: (graph_args.append(a), f(*a))[1])
+    aot_autograd.make_boxed_func = recording
+    with torch.no_grad():
+        fn(*inputs)
+    aot_autograd.make_boxed_func = boxed
     with torch.no_grad():
         for _ in range(5):
             fn(*inputs)
@@ -238,6 +296,10 @@ def profile(model_name: str) -> None:
         wall = (time.perf_counter() - t0) / 20
         print(f"{model_name}: host {issued * 1e3:.3f} ms per step to issue, {wall * 1e3:.3f} ms "
               f"per step in all")
+        eager_issued = _issue_time(model, inputs)
+        print(f"{model_name}: eager issues a step in {eager_issued * 1e3:.3f} ms")
+        graph = backend.compiled_graphs()[-1]
+        print(host_breakdown(graph.graph_module, graph_args[-1]))
         with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(5):
                 fn(*inputs)

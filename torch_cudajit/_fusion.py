@@ -81,8 +81,10 @@ def _broadcasts_to(shape, target) -> bool:
 def _hint(size) -> int:
     if isinstance(size, int):
         return size
-    from torch.fx.experimental.symbolic_shapes import hint_int
-    return hint_int(size)
+    from torch.fx.experimental import symbolic_shapes
+    # A size's example value, which guards nothing (optimization_hint from torch 2.12 on).
+    hint = getattr(symbolic_shapes, "optimization_hint", None) or symbolic_shapes.hint_int
+    return int(hint(size))
 
 
 @dataclass
@@ -92,6 +94,17 @@ class _Member:
     ctype: str
     var: str
     stage: int = 0        # the reductions (row kernels' passes) it waits for
+    branch: int = -1      # a member computed inside branch k of a cat (at its operand's shape)
+
+
+@dataclass
+class _Cat:
+    """A cat along the last dimension fused into a pointwise group: each position of the
+    output takes the branch its last coordinate falls in, which computes that operand (its
+    members, or a load of a leaf tensor) at the position shifted back by the branch's start."""
+    operands: list        # fx nodes, in order
+    starts: list          # each operand's first position along the last dimension
+    sizes: list           # each operand's (static) size along it
 
 
 @dataclass(eq=False)
@@ -101,6 +114,7 @@ class Group:
     shape: tuple
     row: bool = False
     members: dict = field(default_factory=dict)   # node -> _Member
+    cats: dict = field(default_factory=dict)      # cat node -> _Cat
 
     def keep_shape(self):
         return tuple(self.shape[:-1]) + (1,)
@@ -212,16 +226,20 @@ class Partition:
                 continue
             g = targets.pop()
             levels = {g.members[u].level for u in users}
-            if len(levels) != 1:
+            if len(levels) != 1 or any(g.members[u].branch >= 0 for u in users):
                 continue
             level = levels.pop()
             if level == "drop" or not _broadcasts_to(h.shape, g.level_shape(level)):
                 continue
+            if h.cats and (g.row or not _same_shape(h.shape, g.shape)):
+                continue  # a cat is computed at its own shape, in a pointwise kernel
             for n, m in h.members.items():
-                m.level = level
+                if m.branch < 0:
+                    m.level = level
                 m.var = f"v{n.name}"
                 g.members[n] = m
                 self.group_of[n] = g
+            g.cats.update(h.cats)
             g.members = dict(sorted(g.members.items(), key=lambda kv: self.order[kv[0]]))
             h.members = {}
 
@@ -257,6 +275,9 @@ class Partition:
             return
         if node.target in _VIEW_OPS:
             self._place_row_view(node)
+            return
+        if node.target is aten.cat.default:
+            self._place_cat(node)
             return
         if not _pointwise(node):
             return
@@ -305,7 +326,8 @@ class Partition:
     def _place_reduction(self, node, x, keepdim):
         level = "keep" if keepdim else "drop"
         g = self.group_of.get(x)
-        if g is not None and g.members[x].level == "e" and _same_shape(_val(x).shape, g.shape):
+        if g is not None and not g.cats and g.members[x].level == "e" and \
+                _same_shape(_val(x).shape, g.shape):
             g.row = True
             self._add(g, node, level)
             return
@@ -314,6 +336,49 @@ class Partition:
         g = Group(len(self.groups), tuple(_val(x).shape), row=True)
         self.groups.append(g)
         self._add(g, node, level)
+
+    def _place_cat(self, node):
+        """A cat along the last dimension of operands that all have the output's dtype and
+        static sizes along it. An operand computed by a pointwise group that nothing else
+        reads is computed inside the cat's branch (the rotary embedding's rotate-half: a neg
+        of one slice, then the cat); any other operand is loaded where its branch needs it."""
+        val = _val(node)
+        tensors = node.args[0]
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+        rank = val.dim()
+        if rank == 0 or len(tensors) < 2 or dim % rank != rank - 1:
+            return
+        vals = [_val(t) for t in tensors]
+        if any(not isinstance(v, torch.Tensor) or v.dim() != rank or v.dtype != val.dtype or
+               not isinstance(v.shape[-1], int) or v.shape[-1] < 1 or
+               not _same_shape(v.shape[:-1], val.shape[:-1]) for v in vals):
+            return
+        absorbed = []
+        for t in tensors:
+            h = self.group_of.get(t)
+            if h is not None and h not in absorbed and not h.row and not h.cats and \
+                    _same_shape(h.shape, _val(t).shape) and h.members[t].level == "e" and \
+                    all(u in h.members or u is node for n in h.members for u in n.users):
+                absorbed.append(h)
+            elif not self._readable(t):
+                return
+            else:
+                absorbed.append(None)
+        g = Group(len(self.groups), tuple(val.shape))
+        self.groups.append(g)
+        starts, at = [], 0
+        for k, (t, h) in enumerate(zip(tensors, absorbed)):
+            starts.append(at)
+            at += _val(t).shape[-1]
+            if h is None:
+                continue
+            for n, m in h.members.items():
+                m.branch, m.var = k, f"v{n.name}"
+                g.members[n] = m
+                self.group_of[n] = g
+            h.members = {}
+        g.cats[node] = _Cat(list(tensors), starts, [_val(t).shape[-1] for t in tensors])
+        self._add(g, node, "e")
 
     def _place_row_view(self, node):
         """A view that only adds or drops the reduced dimension of a row value stays in the
@@ -338,11 +403,12 @@ class Partition:
 @dataclass
 class _Input:
     node: fx.Node
-    level: str         # "e", "keep" (row values, rank-R view) or "scalar"
+    level: str         # "e", "keep" (row values, rank-R view), "b" (a cat branch's) or "scalar"
     name: str
     dtype: object = None
     unsqueeze: bool = False   # a row input in the drop form: viewed with a trailing 1
     kind: str = ""            # scalar: "double" or "long long"
+    last: int = 0             # a cat branch's input: its branch's size along the last dimension
 
 
 class KernelPlan:
@@ -374,6 +440,8 @@ class _Emitter:
         self.mode = "unravel"      # how elements are addressed: see _element
         self.row_bases: list = []  # arrays whose row base offset the row loop computes
         self.run_arrays: list = [] # arrays a run or register pass loads before its lane loop
+        self.branch = None         # (_Cat, k) while writing branch k of a cat
+        self.branch_arrays: list = []  # cat branches' inputs, addressed from the run's row
 
     def new_scope(self):
         self.scope += 1
@@ -412,6 +480,8 @@ class _Emitter:
         m = self.g.members.get(o)
         if m is not None:
             return self._member_value(m), m.ctype
+        if self.branch is not None and not _is_scalar_input(o):
+            return self._branch_operand(o)
         inp = self._input(o, level)
         if inp.level == "scalar":
             return inp.name, inp.kind
@@ -424,6 +494,68 @@ class _Emitter:
             self.pending.append(f"const {ct} {var} = static_cast<{ct}>("
                                 f"{self._element(inp.name, index)});")
         return var, ct
+
+    def _branch_operand(self, o) -> tuple:
+        """A tensor read inside a cat's branch: the element at the lane's position along the
+        last dimension less the branch's start, through the run's row offset of the array
+        (expanded to the branch's shape)."""
+        cat, k = self.branch
+        start = cat.starts[k]
+        key = (o, "b", id(cat), k)
+        if key not in self.inputs:
+            self.inputs[key] = _Input(o, "b", f"in{len(self.inputs)}", dtype=_val(o).dtype,
+                                      last=cat.sizes[k])
+        inp = self.inputs[key]
+        if inp.name not in self.branch_arrays:
+            self.branch_arrays.append(inp.name)
+        ct = ops.COMPUTE[inp.dtype]
+        var = self.loaded.get((inp.name, "cj_c"))
+        if var is None:
+            var = f"{inp.name}_{self.scope}"
+            self.loaded[(inp.name, "cj_c")] = var
+            self.pending.append(
+                f"const {ct} {var} = static_cast<{ct}>({inp.name}.data()[{inp.name}_cb + "
+                f"(cj_c - {start}LL) * {inp.name}.stride({self.rank - 1})]);")
+        return var, ct
+
+    def _cat_definition(self, m: _Member, indent: str) -> str:
+        """A cat's value at one lane: the branch its position falls in computes its operand
+        there (a lane past the row's end, which is never stored, gets 0)."""
+        cat = self.g.cats[m.node]
+        lines = [indent + p for p in self._take_pending()]
+        lines += [f"{indent}{m.ctype} {m.var};", f"{indent}{{",
+                  f"{indent}  const long long cj_c = cj_at[{self.rank - 1}] + cj_j;"]
+        outer = self.loaded
+        inner = indent + "    "
+        for k, (t, start, size) in enumerate(zip(cat.operands, cat.starts, cat.sizes)):
+            opening = "if" if k == 0 else "} else if"
+            lines.append(f"{indent}  {opening} (cj_c < {start + size}LL) {{")
+            self.branch = (cat, k)
+            self.new_scope()
+            for b in self.g.members.values():
+                if b.branch == k and t in self.g.members and self._in_branch_of(b, t):
+                    lines.append(self._define(b, inner))
+            value, _ = self.operand(t, "e")
+            lines += [inner + p for p in self._take_pending()]
+            lines.append(f"{inner}{m.var} = static_cast<{m.ctype}>({value});")
+        self.branch = None
+        self.loaded = outer
+        lines += [f"{indent}  }} else {{", f"{inner}{m.var} = {m.ctype}(0);",
+                  f"{indent}  }}", f"{indent}}}"]
+        return "\n".join(lines)
+
+    def _in_branch_of(self, b: _Member, operand) -> bool:
+        """Whether branch member `b` is `operand` or one of the members it is computed from."""
+        stack, seen = [operand], set()
+        while stack:
+            n = stack.pop()
+            if n is b.node:
+                return True
+            if n in seen or n not in self.g.members or self.g.members[n].branch < 0:
+                continue
+            seen.add(n)
+            stack.extend(n.all_input_nodes)
+        return False
 
     def _member_value(self, m: _Member) -> str:
         """A member's value where it is used: element values of a register pass are arrays
@@ -565,6 +697,8 @@ class _Emitter:
         return [m for m in members if m.node in need]
 
     def _define(self, m, indent):
+        if m.node in self.g.cats:
+            return self._cat_definition(m, indent)
         if self.mode == "registers" and m.level == "e":
             line = f"{indent}{m.var}[cj_j] = {self.expression(m)};"
         else:
@@ -613,11 +747,15 @@ class _Emitter:
         self.new_scope()
         body = []
         for m in members:
-            body.append(self._define(m, "      "))
+            if m.branch < 0:  # a cat's branch members are written inside its branches
+                body.append(self._define(m, "      "))
         for i, (m, dtype, _) in enumerate(plan.outputs):
             body.append(self._store(i, m, dtype, "cj_i", "      "))
         lines = [f"  cj::for_each_run<{RUN}>(out0, [&](long long cj_i, const long long (&cj_at)[{rank}], "
                  "int cj_len) {"]
+        for a in self.branch_arrays:
+            base = " + ".join(f"cj_at[{d}] * {a}.stride({d})" for d in range(rank - 1)) or "0"
+            lines.append(f"    const long long {a}_cb = {base};")
         for a in self.run_arrays:
             lines.append(f"    const auto {a}_r = {a}.template load_run<{RUN}>({a}.offset_at(cj_i, cj_at), "
                          "cj_len);")
@@ -633,7 +771,7 @@ class _Emitter:
         """One output, and every input read whole at the iteration shape and contiguous in the
         traced program: cj::elementwise, whose 16-byte vector loads and stores are used when
         the arrays' layouts allow it at run time."""
-        if len(self.plan.outputs) != 1 or self.plan.outputs[0][2] is not None:
+        if len(self.plan.outputs) != 1 or self.plan.outputs[0][2] is not None or self.g.cats:
             return False
         for n in {o for m in self.g.members for o in m.all_input_nodes} - set(self.g.members):
             if _is_scalar_input(n):
@@ -819,7 +957,12 @@ class _Emitter:
             found = None
             for inp in tensors:
                 shape = _val(inp.node).shape
-                target = g.shape if inp.level == "e" else g.level_shape("keep" if not inp.unsqueeze else "drop")
+                if inp.level == "b":
+                    target = tuple(g.shape[:-1]) + (inp.last,)
+                elif inp.level == "e":
+                    target = g.shape
+                else:
+                    target = g.level_shape("keep" if not inp.unsqueeze else "drop")
                 off = len(target) - len(shape)
                 if d - off >= 0 and d < len(target) and d - off < len(shape) and \
                         _same(shape[d - off], size):
@@ -873,7 +1016,7 @@ class GroupLaunch:
         self.row = plan.group.row
         self.runs = plan.runs
         self.recipe = plan.shape_recipe
-        self.inputs = [(i.level, i.unsqueeze, i.dtype) for i in plan.inputs]
+        self.inputs = [(i.level, i.unsqueeze, i.dtype, i.last) for i in plan.inputs]
         self.outputs = _output_forms(plan)
         self.name = self.__name__ = plan.name
         self.launch_forall = kernel.forall
@@ -890,7 +1033,7 @@ class GroupLaunch:
         shape = [r if isinstance(r, int) else args[r[0]].shape[r[1]] for r in self.recipe]
         device = None
         tensors, scalars = [], []
-        for (level, unsqueeze, dtype), a in zip(self.inputs, args):
+        for (level, unsqueeze, dtype, last), a in zip(self.inputs, args):
             if level == "scalar":
                 scalars.append(a.item() if isinstance(a, torch.Tensor) else a)
                 continue
@@ -899,7 +1042,7 @@ class GroupLaunch:
                 # norm's statistics): the value as the graph typed it.
                 a = a.to(dtype)
             device = a.device
-            tensors.append(_input_view(a, level, unsqueeze, shape))
+            tensors.append(_input_view(a, level, unsqueeze, shape, last))
         outs, views = _new_outputs(self.outputs, shape, device)
         if self.row:
             # An empty last dimension still runs: its reductions are their initial values
@@ -923,12 +1066,13 @@ class GroupLaunch:
         return tuple(outs)
 
 
-def _input_view(a, level: str, unsqueeze: bool, shape: list):
+def _input_view(a, level: str, unsqueeze: bool, shape: list, last: int = 0):
     """An input as the kernel reads it: an element input expanded to S, a row input (a trailing
-    1 added to the drop form) expanded to S with the last size 1."""
+    1 added to the drop form) expanded to S with the last size 1, a cat branch's input expanded
+    to S with its branch's last size."""
     if unsqueeze:
         a = a.unsqueeze(-1)
-    target = shape if level == "e" else shape[:-1] + [1]
+    target = shape if level == "e" else shape[:-1] + [last if level == "b" else 1]
     return a if list(a.shape) == target else a.expand(target)
 
 
@@ -1021,7 +1165,7 @@ def _example_args(plan: KernelPlan):
         v = _val(inp.node)
         t = torch.empty_strided([_hint(s) for s in v.shape], [_hint(s) for s in v.stride()],
                                 dtype=v.dtype, device="meta")
-        tensors.append(_input_view(t, inp.level, inp.unsqueeze, shape))
+        tensors.append(_input_view(t, inp.level, inp.unsqueeze, shape, inp.last))
     rows = math.prod(shape[:-1])
     tail = [rows, shape[-1]] if plan.group.row else [] if plan.runs else [rows * shape[-1]]
     return tuple(views + tensors + scalars + tail)

@@ -47,3 +47,18 @@ UNFUSED_REDUCTIONS = {
 }
 
 
+# Cats along the last dimension, of x (6, 5, 40) and y (6, 5, 24): name -> (function, kernels
+# the backend makes of it, cats left to aten).
+CATS = {
+    # The rotary embedding's rotate-half: a negated slice and a slice, scaled and added.
+    "rotate_half": (lambda x, y: x * 2 + torch.cat((-x[..., 20:], x[..., :20]), -1) * 3, 1, 0),
+    "leaves": (lambda x, y: torch.cat((x, y), -1).exp(), 1, 0),
+    "three_branches": (lambda x, y: torch.cat((x.sin(), y * 2, x[..., :7] - 1), -1) + 1, 1, 0),
+    # An operand read elsewhere is stored once and loaded by its branch; the reduction over
+    # the cat is a row kernel of its own.
+    "operand_read_elsewhere": (
+        lambda x, y: (lambda e: torch.cat((e, y), -1).sum(-1) + e.sum(-1))(x.exp()), 3, 0),
+    # A cat's operand computed with a cat of its own is stored by its kernel and loaded.
+    "cat_of_cats": (lambda x, y: torch.cat((torch.cat((x, y), -1) * 2, y), -1) - 1, 2, 0),
+    "other_dimension": (lambda x, y: torch.cat((x, x * 2), 0) + 1, 2, 1),
+}

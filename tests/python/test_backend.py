@@ -4,6 +4,7 @@ for sm_90 as one NVRTC program; what is fused and what stays aten; the registrat
 name "cudajit"; options; and models that run eagerly run compiled (on the CPU nothing fuses)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from torch_cudajit import backend
 from torch_cudajit._fusion import _row_threads as backend_threads, compile_graph
 from torch_cudajit._fusion_ops import decompositions
 from torch_cudajit._loader import _C
-from _backend_cases import BINARY, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS
+from _backend_cases import BINARY, CATS, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 import _backend_models as models  # noqa: E402
@@ -34,17 +35,19 @@ def trace(fn, *specs, dynamic=False):
     # Symbolic sizes: fake tensors of a shape environment (on the meta device, which the
     # backend fuses like CUDA).
     mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=False) if dynamic else FakeTensorMode()
-    with mode:
-        args = []
-        for spec in specs:
-            shape, dtype = spec[0], spec[1]
+    args = []
+    for spec in specs:
+        shape, dtype = spec[0], spec[1]
+        with mode if not dynamic else contextlib.nullcontext():
             device = "meta" if dynamic else "cuda"
             if len(spec) > 2:
                 t = torch.empty(*shape[:-2], shape[-1], shape[-2], device=device,
                                 dtype=dtype).transpose(-1, -2)
             else:
                 t = torch.empty(shape, device=device, dtype=dtype)
-            args.append(mode.from_tensor(t) if dynamic else t)
+        # A real meta tensor made fake by the mode gets a symbol for each size.
+        args.append(mode.from_tensor(t) if dynamic else t)
+    with mode:
         return make_fx(fn, decomposition_table=decompositions(), tracing_mode="fake")(*args)
 
 
@@ -82,6 +85,37 @@ def test_every_reduction_fuses_into_one_row_kernel(name):
 def test_other_reductions_stay_aten(name):
     c = compiled(lambda x: UNFUSED_REDUCTIONS[name](x * 1.5) + 1, ((6, 40), torch.float32))
     assert not any(launch.row for launch in c.launches), c.source
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("name", list(CATS))
+def test_cats_along_the_last_dimension_fuse(name, layout):
+    fn, kernels, cats = CATS[name]
+    c = compiled(fn, ((6, 5, 40), torch.bfloat16, *([layout] if layout == "transposed" else [])),
+                 ((6, 5, 24), torch.bfloat16))
+    assert len(c.launches) == kernels, c.source
+    assert called(c.graph_module).count(aten.cat.default) == cats, c.graph_module.code
+
+
+def test_a_cat_branch_computes_its_operand_at_its_own_positions():
+    c = compiled(CATS["rotate_half"][0], ((6, 5, 40), torch.float32), ((6, 5, 24), torch.float32))
+    branches = c.source.split("const long long cj_c = cj_at[2] + cj_j;")[1]
+    # The first branch negates the second half of x, read 20 positions on; the second reads
+    # the first half; a lane past the row's end is never stored.
+    assert "if (cj_c < 20LL)" in branches and "} else if (cj_c < 40LL) {" in branches
+    assert "(cj_c - 0LL)" in branches and "(cj_c - 20LL)" in branches
+    assert branches.index("(-in") < branches.index("} else if")
+
+
+@pytest.mark.parametrize("name", ["mixed_dtypes", "symbolic_size"])
+def test_cats_that_stay_aten(name):
+    if name == "mixed_dtypes":  # aten's cat promotes the operands' types itself
+        c = compiled(lambda x, y: torch.cat((x, y), -1) * 2, ((6, 40), torch.float32),
+                     ((6, 24), torch.float16))
+    else:  # a symbolic size along the cat's dimension: a branch's bounds are constants
+        c = compiled(lambda x: torch.cat((x, x), -1) * 2, ((6, 40), torch.float32), dynamic=True)
+    assert aten.cat.default in called(c.graph_module), c.source
+    assert len(c.launches) == 1
 
 
 def test_a_reduction_over_another_dimension_stays_aten():
@@ -364,6 +398,27 @@ def test_rewritten_graphs_match_eager_in_training_and_inference(name, groups_as_
     if name == "resnet":
         # A kernel per batch norm: the arithmetic on its statistics is computed inside it.
         assert len(backend.compiled_graphs()[-1].launches) == 2, backend.compiled_graphs()[-1].source
+    if name == "llama":
+        # Each rotary embedding (its rotate-half cat among it) is one kernel.
+        graph = backend.compiled_graphs()[-1]
+        assert aten.cat.default not in called(graph.graph_module), graph.source
+        assert sum("_cat_" in launch.name for launch in graph.launches) == 2, graph.source
+
+
+def test_a_new_batch_size_compiles_a_graph_with_symbolic_sizes(groups_as_aten):
+    """The second batch size makes Dynamo trace the model again with a symbolic batch: the
+    kernels' example arguments take the sizes' hints."""
+    torch._dynamo.reset()
+    model, (x,) = models.make("gpt2", "cpu", torch.float32, small=True)
+    model.eval()
+    run = torch.compile(model, backend="cudajit")
+    with torch.no_grad():
+        for b in (2, 3, 5):
+            xb = torch.randn(b, *x.shape[1:])
+            torch.testing.assert_close(run(xb), model(xb), rtol=1e-5, atol=1e-5)
+    graph = backend.compiled_graphs()[-1]
+    assert graph.launches and any(isinstance(s, torch.SymInt) for n in graph.graph_module.graph.nodes
+                                  for s in getattr(n.meta.get("val"), "shape", ()))
 
 
 def test_a_group_whose_values_nothing_reads_makes_no_kernel():

@@ -16,7 +16,7 @@ from torch_cudajit._loader import _C
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 import _backend_models as models  # noqa: E402
-from _backend_cases import BINARY, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS  # noqa: E402
+from _backend_cases import BINARY, CATS, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -114,6 +114,20 @@ def test_reductions_match_eager(name, shape, layout, dtype):
     # operation; the kernel keeps it in float): the tolerance scales with it.
     tol["atol"] *= max(1.0, float(want.float().abs().nan_to_num().max()))
     torch.testing.assert_close(got, want, **tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("name", list(CATS))
+def test_cats_match_eager(name, layout, dtype):
+    """Cats along the last dimension computed in their consumers' kernels (each branch at its
+    own positions, over partial runs: 40 and 24 are not multiples of 16), of strided operands."""
+    fn, _, cats = CATS[name]
+    x, y = rand((6, 5, 40), dtype, layout), rand((6, 5, 24), dtype)
+    got = compiled(fn)(x, y)
+    torch.testing.assert_close(got, fn(x, y), **TOL[dtype])
+    graph = backend.compiled_graphs()[-1].graph_module.graph
+    assert sum(n.target is torch.ops.aten.cat.default for n in graph.nodes) == cats
 
 
 @pytest.mark.parametrize("name", ["pointwise", "softmax", "sum"])
