@@ -306,6 +306,8 @@ def profile(model_name: str) -> None:
             torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=16,
                                     max_name_column_width=70))
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=16,
+                                    max_name_column_width=70))
     for graph in backend.compiled_graphs():
         print("\n".join(line for line in graph.source.splitlines() if line.startswith("// fused")))
 
