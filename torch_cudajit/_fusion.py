@@ -1212,7 +1212,7 @@ def _compile_in_batches(module, specs: dict, arch: int) -> None:
     import os
     from concurrent.futures import ThreadPoolExecutor
     names = list(specs)
-    threads = max(1, min(len(names), (os.cpu_count() or 1) // 2, 4))
+    threads = max(1, min(len(names), (os.cpu_count() or 1) // 2, 8))
     if threads == 1:
         module.precompile(specs, arch=arch)
         return

@@ -182,14 +182,14 @@ def test_generated_source_names_the_nodes_it_fuses():
     assert c.source.count("__global__") == 1
 
 
-@pytest.mark.parametrize("cpus, programs", [(2, 1), (8, 3)])
+@pytest.mark.parametrize("cpus, programs", [(2, 1), (4, 2), (16, 3)])
 def test_kernels_of_a_graph_compile_as_one_nvrtc_program_per_thread(monkeypatch, cache_dir, cpus,
                                                                     programs):
     def fn(x, w):
         a = torch.exp(x) + 1
         b = F.softmax(a @ w, -1)
         return torch.tanh(b @ w.t()) * 3
-    monkeypatch.setattr(os, "cpu_count", lambda: cpus)  # threads: half the CPUs, at most 4
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)  # threads: half the CPUs, at most 8
     before = _C.nvrtc_compile_count()
     c = compiled(fn, ((8, 16), torch.float32), ((16, 16), torch.float32))
     assert len(c.launches) == 3
