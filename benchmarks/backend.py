@@ -167,8 +167,7 @@ def plot(results: dict, path: str) -> None:
                    color=f"C{BACKENDS.index(b)}")
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names)
         ax.set_title(title)
-        if key == "first_s":
-            ax.set_yscale("log")
+        ax.set_ylim(bottom=0)  # linear from 0: bars' heights compare as the times do
     axes[2].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
