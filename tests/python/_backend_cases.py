@@ -59,6 +59,8 @@ CATS = {
     "operand_read_elsewhere": (
         lambda x, y: (lambda e: torch.cat((e, y), -1).sum(-1) + e.sum(-1))(x.exp()), 3, 0),
     # A cat's operand computed with a cat of its own is stored by its kernel and loaded.
+    # The dimension given as a positive number, and operands of one rank less (rank 2).
+    "positive_dim": (lambda x, y: torch.cat((x[0] * 2, y[1]), 1).tanh(), 1, 0),
     "cat_of_cats": (lambda x, y: torch.cat((torch.cat((x, y), -1) * 2, y), -1) - 1, 2, 0),
     "other_dimension": (lambda x, y: torch.cat((x, x * 2), 0) + 1, 2, 1),
 }

@@ -405,6 +405,27 @@ def test_rewritten_graphs_match_eager_in_training_and_inference(name, groups_as_
         assert sum("_cat_" in launch.name for launch in graph.launches) == 2, graph.source
 
 
+@pytest.mark.parametrize("name", list(CATS))
+def test_graphs_with_cats_match_eager(name, groups_as_aten):
+    """The partition and rewrite around a fused cat (branch members moved into its group,
+    branch inputs viewed at their branch's shape), forward and backward."""
+    torch._dynamo.reset()
+    fn = CATS[name][0]
+    x = torch.randn(6, 40, 5).transpose(1, 2).requires_grad_()
+    y = torch.randn(6, 5, 24, requires_grad=True)
+    got = torch.compile(fn, backend="cudajit")(x, y)
+    want = fn(x, y)
+    torch.testing.assert_close(got, want)
+    for g, w in zip(torch.autograd.grad(got.square().sum(), (x, y), allow_unused=True),
+                    torch.autograd.grad(want.square().sum(), (x, y), allow_unused=True)):
+        torch.testing.assert_close(g, w)  # None where the case reads only x
+    with torch.no_grad():
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(fn, backend="cudajit")(x, y), want)
+    graph = backend.compiled_graphs()[-1]
+    assert called(graph.graph_module).count(aten.cat.default) == CATS[name][2], graph.source
+
+
 def test_a_new_batch_size_compiles_a_graph_with_symbolic_sizes(groups_as_aten):
     """The second batch size makes Dynamo trace the model again with a symbolic batch: the
     kernels' example arguments take the sizes' hints."""
