@@ -356,7 +356,9 @@ class Partition:
         absorbed = []
         for t in tensors:
             h = self.group_of.get(t)
-            if h is not None and h not in absorbed and not h.row and not h.cats and \
+            # An operand that appears twice is computed once, outside, and loaded by each.
+            if h is not None and h not in absorbed and tensors.count(t) == 1 and \
+                    not h.row and not h.cats and \
                     _same_shape(h.shape, _val(t).shape) and h.members[t].level == "e" and \
                     all(u in h.members or u is node for n in h.members for u in n.users):
                 absorbed.append(h)
