@@ -4,7 +4,9 @@ cj::for_each_run, cj::elementwise, cj::block_reduce, cj::op), compiles all kerne
 as one NVRTC program, and returns the graph with each group replaced by a launch.
 
 A group has an iteration shape S. Pointwise groups compute every member once per element of
-S, in runs of RUN elements along the last dimension. Row groups also reduce over S's last
+S, in runs of RUN elements along the last dimension; a cat along the last dimension is such a
+member, whose branch for a position computes that operand at the position less the branch's
+start. Row groups also reduce over S's last
 dimension: a thread block takes a row, computes the reductions in stages (a reduction may read
 values computed from earlier ones, as softmax and layer norm do), then the row's element
 values; a row that fits is loaded into registers once, and members that are one value per row
