@@ -61,6 +61,8 @@ CATS = {
     # A cat's operand computed with a cat of its own is stored by its kernel and loaded.
     # The dimension given as a positive number, and operands of one rank less (rank 2).
     "positive_dim": (lambda x, y: torch.cat((x[0] * 2, y[1]), 1).tanh(), 1, 0),
+    # A branch one position wide (every lane of it reads position 0 of its operand).
+    "width_one_branch": (lambda x, y: torch.cat((x, x[..., :1] * 3, y), -1) + 1, 1, 0),
     # One operand twice: computed by a kernel of its own, loaded by both branches.
     "same_operand_twice": (lambda x, y: (lambda e: torch.cat((e, e), -1) * 2)(x.exp()), 2, 0),
     "cat_of_cats": (lambda x, y: torch.cat((torch.cat((x, y), -1) * 2, y), -1) - 1, 2, 0),
