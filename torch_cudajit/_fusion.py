@@ -105,8 +105,12 @@ class _Cat:
     output takes the branch its last coordinate falls in, which computes that operand (its
     members, or a load of a leaf tensor) at the position shifted back by the branch's start."""
     operands: list        # fx nodes, in order
-    starts: list          # each operand's first position along the last dimension
-    sizes: list           # each operand's (static) size along it
+    sizes: list           # each operand's (static) size along the last dimension
+
+    @property
+    def starts(self) -> list:
+        """Each operand's first position along the last dimension."""
+        return [sum(self.sizes[:k]) for k in range(len(self.sizes))]
 
 
 @dataclass(eq=False)
@@ -370,10 +374,7 @@ class Partition:
                 absorbed.append(None)
         g = Group(len(self.groups), tuple(val.shape))
         self.groups.append(g)
-        starts, at = [], 0
-        for k, (t, h) in enumerate(zip(tensors, absorbed)):
-            starts.append(at)
-            at += _val(t).shape[-1]
+        for k, h in enumerate(absorbed):
             if h is None:
                 continue
             for n, m in h.members.items():
@@ -381,7 +382,7 @@ class Partition:
                 g.members[n] = m
                 self.group_of[n] = g
             h.members = {}
-        g.cats[node] = _Cat(list(tensors), starts, [_val(t).shape[-1] for t in tensors])
+        g.cats[node] = _Cat(list(tensors), [v.shape[-1] for v in vals])
         self._add(g, node, "e")
 
     def _place_row_view(self, node):
@@ -485,12 +486,13 @@ class _Emitter:
         if m is not None:
             return self._member_value(m), m.ctype
         if self.branch is not None and not _is_scalar_input(o):
-            return self._branch_operand(o)
-        inp = self._input(o, level)
+            inp = self._branch_input(o)
+        else:
+            inp = self._input(o, level)
         if inp.level == "scalar":
             return inp.name, inp.kind
         ct = ops.COMPUTE[inp.dtype]
-        index = "cj_i" if inp.level == "e" else "cj_row"
+        index = {"e": "cj_i", "b": "cj_c"}.get(inp.level, "cj_row")
         var = self.loaded.get((inp.name, index))
         if var is None:
             var = f"{inp.name}_{self.scope}"
@@ -499,28 +501,15 @@ class _Emitter:
                                 f"{self._element(inp.name, index)});")
         return var, ct
 
-    def _branch_operand(self, o) -> tuple:
-        """A tensor read inside a cat's branch: the element at the lane's position along the
-        last dimension less the branch's start, through the run's row offset of the array
-        (expanded to the branch's shape)."""
+    def _branch_input(self, o) -> _Input:
+        """A tensor read inside branch k of a cat: an input of its own, expanded to the
+        branch's shape when launched."""
         cat, k = self.branch
-        start = cat.starts[k]
         key = (o, "b", id(cat), k)
         if key not in self.inputs:
             self.inputs[key] = _Input(o, "b", f"in{len(self.inputs)}", dtype=_val(o).dtype,
                                       last=cat.sizes[k])
-        inp = self.inputs[key]
-        if inp.name not in self.branch_arrays:
-            self.branch_arrays.append(inp.name)
-        ct = ops.COMPUTE[inp.dtype]
-        var = self.loaded.get((inp.name, "cj_c"))
-        if var is None:
-            var = f"{inp.name}_{self.scope}"
-            self.loaded[(inp.name, "cj_c")] = var
-            self.pending.append(
-                f"const {ct} {var} = static_cast<{ct}>({inp.name}.data()[{inp.name}_cb + "
-                f"(cj_c - {start}LL) * {inp.name}.stride({self.rank - 1})]);")
-        return var, ct
+        return self.inputs[key]
 
     def _cat_definition(self, m: _Member, indent: str) -> str:
         """A cat's value at one lane: the branch its position falls in computes its operand
@@ -536,9 +525,8 @@ class _Emitter:
             lines.append(f"{indent}  {opening} (cj_c < {start + size}LL) {{")
             self.branch = (cat, k)
             self.new_scope()
-            for b in self.g.members.values():
-                if b.branch == k and t in self.g.members and self._in_branch_of(b, t):
-                    lines.append(self._define(b, inner))
+            for b in self._closure([t], self.g.members.values(), branch=k):
+                lines.append(self._define(b, inner))
             value, _ = self.operand(t, "e")
             lines += [inner + p for p in self._take_pending()]
             lines.append(f"{inner}{m.var} = static_cast<{m.ctype}>({value});")
@@ -547,19 +535,6 @@ class _Emitter:
         lines += [f"{indent}  }} else {{", f"{inner}{m.var} = {m.ctype}(0);",
                   f"{indent}  }}", f"{indent}}}"]
         return "\n".join(lines)
-
-    def _in_branch_of(self, b: _Member, operand) -> bool:
-        """Whether branch member `b` is `operand` or one of the members it is computed from."""
-        stack, seen = [operand], set()
-        while stack:
-            n = stack.pop()
-            if n is b.node:
-                return True
-            if n in seen or n not in self.g.members or self.g.members[n].branch < 0:
-                continue
-            seen.add(n)
-            stack.extend(n.all_input_nodes)
-        return False
 
     def _member_value(self, m: _Member) -> str:
         """A member's value where it is used: element values of a register pass are arrays
@@ -574,14 +549,21 @@ class _Emitter:
             self.row_bases.append(array)
 
     def _element(self, array: str, index: str) -> str:
-        """The element of `array` at the loop's position (index "cj_i") or at the row's
-        (index "cj_row", row values): a lane of the run loaded before the lane loop (run
+        """The element of `array` at the loop's position (index "cj_i"), at the row's
+        (index "cj_row", row values) or at a cat branch's (index "cj_c", the lane's position
+        less the branch's start, from the run's row offset of the array): a lane of the run loaded before the lane loop (run
         kernels and row kernels' register pass), through the row's base offset and the last
         dimension's stride (the row kernels' streaming pass) or the coordinates unravelled once
         per position (0-d kernels), so that no array divides its own index; a parameter of the
         lambda in cj::elementwise kernels."""
         if index == "cj_row":
             return f"{array}.data()[{array}.flat_offset(cj_row)]"
+        if index == "cj_c":  # inside a cat's branch: from the run's row, shifted by its start
+            if array not in self.branch_arrays:
+                self.branch_arrays.append(array)
+            cat, k = self.branch
+            return (f"{array}.data()[{array}_cb + (cj_c - {cat.starts[k]}LL) * "
+                    f"{array}.stride({self.rank - 1})]")
         if self.mode == "lambda":
             return f"{array}_p"
         if self.mode in ("run", "registers"):
@@ -687,14 +669,15 @@ class _Emitter:
         plan.lines = [f"__global__ void {bounds}{plan.name}({', '.join(params)}) {{"] + body + ["}"]
         return plan
 
-    def _closure(self, targets, members):
-        """The element-level members `targets` need, in graph order."""
+    def _closure(self, targets, members, branch: int = -1):
+        """The element-level members `targets` need, in graph order: outside any cat's
+        branches, or (branch k) those computed inside branch k."""
         need = set()
         stack = list(targets)
         while stack:
             n = stack.pop()
             m = self.g.members.get(n)
-            if m is None or n in need or m.level != "e":
+            if m is None or n in need or m.level != "e" or m.branch != branch:
                 continue
             need.add(n)
             stack.extend(n.all_input_nodes)
