@@ -214,9 +214,10 @@ def compile_latency(repeats: int = 9) -> str:
                       "plugin, cj.jit + compile (ms) |", "|---|---|---|---|---|"] + rows)
 
 
-def _issue_time(fn, inputs, steps: int = 20) -> float:
-    """Seconds the host takes to issue one call of fn (fewer steps than the launch queue
-    holds, so that the GPU never holds the host back)."""
+def _step_times(fn, inputs, steps: int = 20) -> tuple:
+    """(seconds the host takes to issue one call of fn, seconds a call takes in all), after 5
+    warm-up calls; fewer steps than the launch queue holds, so that the GPU never holds the
+    host back while it issues."""
     import torch
     with torch.no_grad():
         for _ in range(5):
@@ -227,12 +228,13 @@ def _issue_time(fn, inputs, steps: int = 20) -> float:
             fn(*inputs)
         issued = (time.perf_counter() - t0) / steps
         torch.cuda.synchronize()
-    return issued
+        wall = (time.perf_counter() - t0) / steps
+    return issued, wall
 
 
 def host_breakdown(gm, args, steps: int = 20) -> str:
     """Host time of each node of a compiled graph (median over steps, the GPU's time not
-    waited for), the ten costliest, then the graph's forward as a whole: where the host's part
+    waited for), the twelve costliest, then the graph's forward as a whole: where the host's part
     of a step goes."""
     import torch
     import torch.fx as fx
@@ -253,7 +255,7 @@ def host_breakdown(gm, args, steps: int = 20) -> str:
     rows = sorted(((statistics.median(v) * 1e6, n) for n, v in per_node.items()),
                   key=lambda r: -r[0])
     total = sum(us for us, _ in rows)
-    forward = _issue_time(gm, args)
+    forward, _ = _step_times(gm, args)
     lines = [f"graph forward issues in {forward * 1e6:.0f} us; by node (interpreted) "
              f"{total:.0f} us over {len(rows)} nodes:"]
     lines += [f"  {us:7.1f} us  {n.op:13s} {getattr(n.target, '__name__', n.target)}"
@@ -284,19 +286,11 @@ def profile(model_name: str) -> None:
     with torch.no_grad():
         fn(*inputs)
     aot_autograd.make_boxed_func = boxed
+    issued, wall = _step_times(fn, inputs)
+    print(f"{model_name}: host {issued * 1e3:.3f} ms per step to issue, {wall * 1e3:.3f} ms "
+          f"per step in all")
     with torch.no_grad():
-        for _ in range(5):
-            fn(*inputs)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(20):
-            fn(*inputs)
-        issued = (time.perf_counter() - t0) / 20
-        torch.cuda.synchronize()
-        wall = (time.perf_counter() - t0) / 20
-        print(f"{model_name}: host {issued * 1e3:.3f} ms per step to issue, {wall * 1e3:.3f} ms "
-              f"per step in all")
-        eager_issued = _issue_time(model, inputs)
+        eager_issued, _ = _step_times(model, inputs)
         print(f"{model_name}: eager issues a step in {eager_issued * 1e3:.3f} ms")
         graph = backend.compiled_graphs()[-1]
         print(host_breakdown(graph.graph_module, graph_args[-1]))
