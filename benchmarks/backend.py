@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -60,10 +61,14 @@ def child(model_name: str, backend: str, reps: int) -> dict:
     with torch.no_grad():
         ref = model(*inputs) if backend != "eager" else None
         torch.cuda.synchronize()
+        profiler = _first_call_profiler()
         t0 = time.perf_counter()
         out = fn(*inputs)
         torch.cuda.synchronize()
         first = time.perf_counter() - t0
+        if profiler is not None:
+            profiler.disable()
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
         err = float((out.float() - ref.float()).abs().max()) if ref is not None else 0.0
         for _ in range(10):
             fn(*inputs)
@@ -78,10 +83,37 @@ def child(model_name: str, backend: str, reps: int) -> dict:
     return {"first_s": first, "steady_ms": statistics.median(times), "max_abs_err": err}
 
 
+def _first_call_profiler():
+    """A running cProfile when --first-call-profile asked for one (the child's first call, where
+    a cold compile or a warm start goes), else None."""
+    if not os.environ.get("CJ_BENCH_PROFILE_FIRST"):
+        return None
+    import cProfile
+    profiler = cProfile.Profile()
+    profiler.enable()
+    return profiler
+
+
+def first_call_profile(model_name: str, backend: str) -> None:
+    """A cold process, then a warm one, of one backend on one model, each first call under
+    cProfile (the 40 costliest calls by cumulative time, to stderr)."""
+    with tempfile.TemporaryDirectory(prefix="cj_backend_bench_") as cache:
+        for phase in ("cold", "warm"):
+            env = dict(os.environ, CJ_BENCH_PROFILE_FIRST="1")
+            p = subprocess.run([sys.executable, __file__, "--child", model_name, backend, "5"],
+                               capture_output=True, text=True, env=_cache_env(cache, env))
+            print(f"== {model_name} {backend} {phase}: {p.stdout.strip()}\n{p.stderr}")
+
+
+def _cache_env(cache_dir: str, env=None) -> dict:
+    """The environment of a child whose caches (Inductor's, Triton's, ours) are under cache_dir."""
+    return dict(env or os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "inductor"),
+                TRITON_CACHE_DIR=os.path.join(cache_dir, "triton"),
+                TORCH_CUDAJIT_CACHE_DIR=os.path.join(cache_dir, "cudajit"))
+
+
 def run_child(model_name, backend, cache_dir, reps, timeout=480) -> dict:
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "inductor"),
-               TRITON_CACHE_DIR=os.path.join(cache_dir, "triton"),
-               TORCH_CUDAJIT_CACHE_DIR=os.path.join(cache_dir, "cudajit"))
+    env = _cache_env(cache_dir)
     try:
         p = subprocess.run([sys.executable, __file__, "--child", model_name, backend, str(reps)],
                            capture_output=True, text=True, env=env, timeout=timeout)
@@ -232,6 +264,22 @@ def _step_times(fn, inputs, steps: int = 20) -> tuple:
     return issued, wall
 
 
+def _synchronizing(fn, inputs) -> list:
+    """The warnings torch's synchronization debug mode gives for one call of fn: each operation
+    that makes the host wait for the GPU (an issue time near the step's whole time is the sign)."""
+    import warnings
+
+    import torch
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn(*inputs)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return [str(w.message).splitlines()[0][:120] for w in caught]
+
+
 def host_breakdown(gm, args, steps: int = 20) -> str:
     """Host time of each node of a compiled graph (median over steps, the GPU's time not
     waited for), the twelve costliest, then the graph's forward as a whole: where the host's part
@@ -289,6 +337,7 @@ def profile(model_name: str) -> None:
     issued, wall = _step_times(fn, inputs)
     print(f"{model_name}: host {issued * 1e3:.3f} ms per step to issue, {wall * 1e3:.3f} ms "
           f"per step in all")
+    print(f"{model_name}: operations that wait for the GPU in one step: {_synchronizing(fn, inputs)}")
     with torch.no_grad():
         eager_issued, _ = _step_times(model, inputs)
         print(f"{model_name}: eager issues a step in {eager_issued * 1e3:.3f} ms")
@@ -318,6 +367,8 @@ def main():
     ap.add_argument("--plot")
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--profile", metavar="MODEL", help="profile one model's compiled step")
+    ap.add_argument("--first-call-profile", nargs=2, metavar=("MODEL", "BACKEND"),
+                    help="cProfile of a cold and a warm process's first call")
     ap.add_argument("--compile-latency", action="store_true",
                     help="only the per-kernel compile latency against bare NVRTC (no GPU needed)")
     args = ap.parse_args()
@@ -329,6 +380,9 @@ def main():
         return
     if args.profile:
         profile(args.profile)
+        return
+    if args.first_call_profile:
+        first_call_profile(*args.first_call_profile)
         return
     backends = args.backends.split(",")
     results = {}

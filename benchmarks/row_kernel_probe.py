@@ -1,0 +1,200 @@
+"""How close to the memory floor can a row kernel (RMSNorm over the last dimension) go, and which
+shape of kernel gets there? The experiment behind the backend's row kernels, kept to be rerun.
+
+Hand-written RMSNorm kernels (bf16 rows, fp32 sums, 16-byte loads, every load of a row issued
+before its reduction), compiled with CuPy's RawModule, beside eager torch, Inductor and the
+cudajit backend compiling the same function, in one run:
+
+- `L{lanes} R{rows}`: `lanes` elements per thread (cols / lanes threads along x), `rows` rows
+  per block along y, a block per `rows` rows (the backend's row kernels today are `L16 R1`);
+- `... persistent`: as many blocks as fit on the GPU at once, each looping over rows;
+- `... next`: persistent, and each thread loads its part of the next row before reducing the
+  current one (two rows in flight per thread).
+
+Floor: bytes moved (the input read once, the output written once, the weight once) over the
+bandwidth of a large device-to-device copy measured in the same run. The inputs rotate over
+enough sets to exceed the L2 cache, so the numbers are HBM's, as in a model.
+
+Run: python benchmarks/row_kernel_probe.py [--rows 8192] [--cols 1024,768]"""
+import argparse
+import os
+import statistics
+import sys
+
+import cupy
+import torch
+import torch.nn.functional as F
+
+os.environ.setdefault("TORCH_CUDAJIT_LOW_OCCUPANCY_WARNINGS", "0")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+SRC = r"""
+#include <cuda_bf16.h>
+struct alignas(16) V8 { __nv_bfloat16 v[8]; };
+// Sum over the threads along x of one row (a warp, or several through shared memory).
+template <int ROWS>
+__device__ __forceinline__ float row_sum(float s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (blockDim.x <= 32) return s;
+  __shared__ float part[ROWS][32];
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) part[threadIdx.y][threadIdx.x / 32] = s;
+  __syncthreads();
+  s = 0.f;
+  for (int w = 0; w < (int)blockDim.x / 32; ++w) s += part[threadIdx.y][w];
+  return s;
+}
+template <int LANES>
+__device__ __forceinline__ void load_row(V8 (&r)[LANES / 8], const __nv_bfloat16* __restrict__ x,
+                                         long long row, int cols) {
+#pragma unroll
+  for (int u = 0; u < LANES / 8; ++u) {
+    const int c = (u * blockDim.x + threadIdx.x) * 8;
+    if (c < cols) r[u] = *reinterpret_cast<const V8*>(x + row * cols + c);
+  }
+}
+template <int LANES>
+__device__ __forceinline__ void norm_row(const V8 (&r)[LANES / 8], __nv_bfloat16* __restrict__ y,
+                                         const __nv_bfloat16* __restrict__ w, long long row,
+                                         int cols, float inv) {
+#pragma unroll
+  for (int u = 0; u < LANES / 8; ++u) {
+    const int c = (u * blockDim.x + threadIdx.x) * 8;
+    if (c < cols) {
+      const V8 wv = *reinterpret_cast<const V8*>(w + c);
+      V8 o;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        o.v[j] = __float2bfloat16(__bfloat162float(r[u].v[j]) * inv * __bfloat162float(wv.v[j]));
+      *reinterpret_cast<V8*>(y + row * cols + c) = o;
+    }
+  }
+}
+template <int LANES>
+__device__ __forceinline__ float sum_sq(const V8 (&r)[LANES / 8], int cols) {
+  float s = 0.f;
+#pragma unroll
+  for (int u = 0; u < LANES / 8; ++u) {
+    const int c = (u * blockDim.x + threadIdx.x) * 8;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float v = __bfloat162float(r[u].v[j]);
+      if (c < cols) s += v * v;
+    }
+  }
+  return s;
+}
+// NEXT: load the block's next row before reducing this one.
+template <int LANES, int ROWS, bool NEXT>
+__global__ void __launch_bounds__(512) rms(__nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ x,
+                    const __nv_bfloat16* __restrict__ w, long long rows, int cols, float eps) {
+  const long long stride = (long long)gridDim.x * ROWS;
+  long long row = (long long)blockIdx.x * ROWS + threadIdx.y;
+  V8 r[LANES / 8], n[LANES / 8];
+  if (row < rows) load_row<LANES>(r, x, row, cols);
+  // The loop's trip count is the same for every row of a block (rows pads to ROWS), so the
+  // barriers in row_sum are reached by all threads.
+  for (long long base = (long long)blockIdx.x * ROWS; base < rows; base += stride, row += stride) {
+    if (NEXT && row + stride < rows) load_row<LANES>(n, x, row + stride, cols);
+    const float inv = rsqrtf(row_sum<ROWS>(sum_sq<LANES>(r, cols)) / cols + eps);
+    if (row < rows) norm_row<LANES>(r, y, w, row, cols, inv);
+    if (NEXT) {
+#pragma unroll
+      for (int u = 0; u < LANES / 8; ++u) r[u] = n[u];
+    } else if (row + stride < rows) {
+      load_row<LANES>(r, x, row + stride, cols);
+    }
+  }
+}
+"""
+
+# (tag, lanes, rows per block, persistent, next)
+VARIANTS = [("L16 R1", 16, 1, False, False), ("L8 R1", 8, 1, False, False),
+            ("L32 R4", 32, 4, False, False), ("L16 R4", 16, 4, False, False),
+            ("L8 R2", 8, 2, False, False), ("L32 R8", 32, 8, False, False),
+            ("L16 R4 persistent", 16, 4, True, False), ("L16 R4 next", 16, 4, True, True),
+            ("L32 R4 next", 32, 4, True, True), ("L8 R2 next", 8, 2, True, True)]
+
+
+def time_ms(fn, sets, repeats=51):
+    """Median milliseconds of one call over rotating input sets (CUDA events around a pass
+    over all sets)."""
+    for i in range(3 * len(sets)):
+        fn(*sets[i % len(sets)])
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for s in sets:
+            fn(*s)
+        b.record()
+        b.synchronize()
+        samples.append(a.elapsed_time(b) / len(sets))
+    return statistics.median(samples)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=8192)
+    ap.add_argument("--cols", default="1024,768")
+    args = ap.parse_args()
+    import torch_cudajit  # noqa: F401  (registers the backend)
+    exprs = [f"rms<{lanes}, {r}, {'true' if nx else 'false'}>" for _, lanes, r, _, nx in VARIANTS]
+    mod = cupy.RawModule(code=SRC, options=("-std=c++17", "-I/usr/local/cuda/include"),
+                         name_expressions=exprs)
+    props = torch.cuda.get_device_properties(0)
+    sms = props.multi_processor_count
+    print(f"# {props.name}; {args.rows} rows of bf16; times in us (medians of 51 passes over "
+          f"rotating input sets), and the floor over the time", flush=True)
+    eps = 1e-6
+    for cols in (int(c) for c in args.cols.split(",")):
+        rows = args.rows
+        nsets = max(2, -(-(128 << 20) // (rows * cols * 2)))  # over 128 MiB: past the L2
+        sets = [(torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16),
+                 torch.empty(rows, cols, device="cuda", dtype=torch.bfloat16)) for _ in range(nsets)]
+        w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
+        big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        big2 = torch.empty_like(big)
+        copy_ms = time_ms(lambda: big2.copy_(big), [()], 21)
+        bw = 2 * big.numel() / copy_ms / 1e6  # GB/s: bytes read plus written
+        floor_us = (2 * rows * cols * 2 + cols * 2) / bw / 1e3
+        cells = [f"floor {floor_us:.1f} (copy {bw:.0f} GB/s)"]
+
+        def check(tag, fn):
+            x, y = sets[0]
+            y.fill_(float("nan"))
+            fn(x, y)
+            torch.cuda.synchronize()
+            want = F.rms_norm(x.float(), (cols,), w.float(), eps).to(torch.bfloat16)
+            torch.testing.assert_close(y, want, rtol=2e-2, atol=2e-2, msg=lambda m: f"{tag}: {m}")
+            us = time_ms(fn, sets) * 1e3
+            cells.append(f"{tag} {us:.1f} ({floor_us / us:.2f})")
+
+        check("eager", lambda x, y: y.copy_(F.rms_norm(x, (cols,), w, eps)))
+        norm = lambda x: F.rms_norm(x, (cols,), w, eps)  # noqa: E731
+        for name in ("inductor", "cudajit"):
+            torch._dynamo.reset()
+            fn = torch.compile(norm, backend=name)
+            with torch.no_grad():
+                check(name, lambda x, y, fn=fn: y.copy_(fn(x)))
+        with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            for (tag, lanes, r, persistent, nx), expr in zip(VARIANTS, exprs):
+                f = mod.get_function(expr)
+                threads = max(32, -(-cols // lanes + 31) // 32 * 32)
+                if threads * r > 512 or cols > threads * lanes:
+                    continue
+                blocks = -(-rows // r)
+                if persistent:
+                    per_sm = f.max_active_blocks_per_multiprocessor(threads * r, 0) \
+                        if hasattr(f, "max_active_blocks_per_multiprocessor") else 2048 // (threads * r)
+                    blocks = min(blocks, sms * per_sm)
+                check(tag, lambda x, y, f=f, blocks=blocks, threads=threads, r=r: f(
+                    (blocks,), (threads, r), (y.data_ptr(), x.data_ptr(), w.data_ptr(),
+                                              cupy.int64(rows), cupy.int32(cols), cupy.float32(eps))))
+        print(f"cols {cols}: " + ", ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
