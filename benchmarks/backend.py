@@ -369,6 +369,8 @@ def main():
     ap.add_argument("--profile", metavar="MODEL", help="profile one model's compiled step")
     ap.add_argument("--first-call-profile", nargs=2, metavar=("MODEL", "BACKEND"),
                     help="cProfile of a cold and a warm process's first call")
+    ap.add_argument("--from-json", nargs="+", metavar="FILE",
+                    help="the table (and --plot) from results that --json wrote, merged in order")
     ap.add_argument("--compile-latency", action="store_true",
                     help="only the per-kernel compile latency against bare NVRTC (no GPU needed)")
     args = ap.parse_args()
@@ -386,6 +388,15 @@ def main():
         return
     backends = args.backends.split(",")
     results = {}
+    if args.from_json:
+        for path in args.from_json:  # runs of other models or backends on the same machine
+            with open(path) as f:
+                for model_name, rows in json.load(f).items():
+                    results.setdefault(model_name, {}).update(rows)
+        print(table(results))
+        if args.plot:
+            plot(results, args.plot)
+        return
 
     def save():  # after each backend, so that a run cut short keeps what it measured
         if args.json:
