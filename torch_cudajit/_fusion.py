@@ -26,6 +26,7 @@ import torch
 import torch.fx as fx
 
 from . import _fusion_ops as ops
+from ._host import lighten
 
 aten = torch.ops.aten
 
@@ -1164,6 +1165,8 @@ def compile_graph(gm: fx.GraphModule, *, arch=None, debug=False) -> CompiledGrap
     from ._jit import jit
     source, plans = generate(gm)
     if not plans:
+        if lighten(gm.graph):
+            gm.recompile()
         return CompiledGraph("", None, [], 0, gm)
     if debug:
         print(f"torch_cudajit backend: {len(plans)} kernel(s) for graph {gm.__class__.__name__}\n"
@@ -1278,6 +1281,7 @@ def _rewrite(gm: fx.GraphModule, plans, launches) -> fx.GraphModule:
             env[m.node] = got
     # Every member read outside its group is one of the group's outputs (emit), so no other
     # member is ever looked up here.
+    lighten(graph)
     new_gm = fx.GraphModule(gm, graph)
     new_gm.graph.lint()
     return new_gm

@@ -56,7 +56,8 @@ def compiled(fn, *specs, dynamic=False):
 
 
 def called(gm) -> list:
-    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    """The functions and the Tensor methods (by name) a graph calls."""
+    return [n.target for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
 
 
 @pytest.mark.parametrize("name", list(UNARY))
@@ -128,7 +129,8 @@ def test_matmul_and_views_stay_aten_between_fused_groups():
     c = compiled(lambda x, w: F.gelu(x @ w).view(-1).softmax(-1), ((8, 16), torch.float32),
                  ((16, 32), torch.float32))
     targets = called(c.graph_module)
-    assert aten.mm.default in targets and aten.view.default in targets
+    # The view is called as a Tensor method (_host.lighten).
+    assert aten.mm.default in targets and "view" in targets
     assert len(c.launches) == 2
 
 
