@@ -1005,6 +1005,10 @@ class GroupLaunch:
         self.runs = plan.runs
         self.recipe = plan.shape_recipe
         self.inputs = [(i.level, i.unsqueeze, i.dtype, i.last) for i in plan.inputs]
+        # The graph's own inputs (weights, statistics) and views of them are the same memory
+        # call after call: their views as the kernel reads them are kept, one per input, with
+        # what they were made from (_graph_input_view).
+        self.kept = [[] if _of_graph_input(i.node) else None for i in plan.inputs]
         self.outputs = _output_forms(plan)
         self.name = self.__name__ = plan.name
         self.launch_forall = kernel.forall
@@ -1021,7 +1025,7 @@ class GroupLaunch:
         shape = [r if isinstance(r, int) else args[r[0]].shape[r[1]] for r in self.recipe]
         device = None
         tensors, scalars = [], []
-        for (level, unsqueeze, dtype, last), a in zip(self.inputs, args):
+        for (level, unsqueeze, dtype, last), kept, a in zip(self.inputs, self.kept, args):
             if level == "scalar":
                 scalars.append(a.item() if isinstance(a, torch.Tensor) else a)
                 continue
@@ -1030,7 +1034,10 @@ class GroupLaunch:
                 # norm's statistics): the value as the graph typed it.
                 a = a.to(dtype)
             device = a.device
-            tensors.append(_input_view(a, level, unsqueeze, shape, last))
+            if kept is None:
+                tensors.append(_input_view(a, level, unsqueeze, shape, last))
+            else:
+                tensors.append(_graph_input_view(kept, a, level, unsqueeze, shape, last))
         outs, views = _new_outputs(self.outputs, shape, device)
         if self.row:
             # An empty last dimension still runs: its reductions are their initial values
@@ -1062,6 +1069,34 @@ def _input_view(a, level: str, unsqueeze: bool, shape: list, last: int = 0):
         a = a.unsqueeze(-1)
     target = shape if level == "e" else shape[:-1] + [last if level == "b" else 1]
     return a if list(a.shape) == target else a.expand(target)
+
+
+# The largest graph input (in elements) whose view a launch keeps between calls: weights,
+# biases, statistics and position tables, never activations, whose memory the view would hold.
+_KEPT_VIEW_MAX = 1 << 20
+
+
+def _of_graph_input(node) -> bool:
+    """Whether `node` is one of the graph's inputs, or views of one (view operations only)."""
+    while isinstance(node, fx.Node) and node.op == "call_function" and node.target in _VIEW_OPS:
+        node = node.args[0]
+    return isinstance(node, fx.Node) and node.op == "placeholder"
+
+
+def _graph_input_view(kept: list, a, level: str, unsqueeze: bool, shape: list, last: int):
+    """_input_view of one of the graph's inputs (or of a view of one, made anew each call),
+    made again only when the tensor it views, its data pointer, its layout or the launch's
+    shape changed since the view in `kept` ([base, data pointer, sizes, strides, shape, view])
+    was made. The view shares the tensor's storage, so it sees what was written there since."""
+    base = a if a._base is None else a._base
+    ptr, sizes, strides = a.data_ptr(), a.shape, a.stride()
+    if (kept and kept[0] is base and kept[1] == ptr and kept[2] == sizes and kept[3] == strides
+            and kept[4] == shape):
+        return kept[5]
+    view = _input_view(a, level, unsqueeze, shape, last)
+    if view is not a and base.numel() <= _KEPT_VIEW_MAX:
+        kept[:] = [base, ptr, sizes, strides, shape, view]
+    return view
 
 
 def _new_outputs(outputs, shape: list, device):
