@@ -182,7 +182,7 @@ def main():
         with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
             for (tag, lanes, r, persistent, nx), expr in zip(VARIANTS, exprs):
                 f = mod.get_function(expr)
-                threads = max(32, -(-cols // lanes + 31) // 32 * 32)
+                threads = max(32, (-(-cols // lanes) + 31) // 32 * 32)
                 if threads * r > 512 or cols > threads * lanes:
                     continue
                 blocks = -(-rows // r)
