@@ -13,7 +13,9 @@ cudajit backend compiling the same function, in one run:
 
 Floor: bytes moved (the input read once, the output written once, the weight once) over the
 bandwidth of a large device-to-device copy measured in the same run. The inputs rotate over
-enough sets to exceed the L2 cache, so the numbers are HBM's, as in a model.
+enough sets to exceed the L2 cache, so the numbers are HBM's, as in a model; a pass over them is
+replayed as a CUDA graph, so the host's cost of each call (Python, a compiled function's
+wrapper) is out of the numbers.
 
 Run: python benchmarks/row_kernel_probe.py [--rows 8192] [--cols 1024,768]"""
 import argparse
@@ -118,17 +120,27 @@ VARIANTS = [("L16 R1", 16, 1, False, False), ("L8 R1", 8, 1, False, False),
 
 
 def time_ms(fn, sets, repeats=51):
-    """Median milliseconds of one call over rotating input sets (CUDA events around a pass
-    over all sets)."""
-    for i in range(3 * len(sets)):
-        fn(*sets[i % len(sets)])
+    """Median milliseconds of one call over rotating input sets: a pass over all sets is
+    captured in a CUDA graph and its replays timed with CUDA events, so the host's cost of a
+    call (a compiled function's wrapper, Python) is out of the figure."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture (compiles, loads, allocates)
+        for s in sets:
+            fn(*s)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for s in sets:
+            fn(*s)
+    for _ in range(3):
+        graph.replay()
     torch.cuda.synchronize()
     samples = []
     for _ in range(repeats):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        for s in sets:
-            fn(*s)
+        graph.replay()
         b.record()
         b.synchronize()
         samples.append(a.elapsed_time(b) / len(sets))
@@ -146,8 +158,8 @@ def main():
                          name_expressions=exprs)
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
-    print(f"# {props.name}; {args.rows} rows of bf16; times in us (medians of 51 passes over "
-          f"rotating input sets), and the floor over the time", flush=True)
+    print(f"# {props.name}; {args.rows} rows of bf16; times in us (medians of 51 replays of "
+          f"a CUDA graph of a pass over rotating input sets), and the floor over the time", flush=True)
     eps = 1e-6
     for cols in (int(c) for c in args.cols.split(",")):
         rows = args.rows
@@ -162,37 +174,43 @@ def main():
         floor_us = (2 * rows * cols * 2 + cols * 2) / bw / 1e3
         cells = [f"floor {floor_us:.1f} (copy {bw:.0f} GB/s)"]
 
-        def check(tag, fn):
+        def check(tag, fn, timed=None):
+            """Checks fn(x, y) (writes y) against float32 torch, then times `timed` (fn by
+            default)."""
             x, y = sets[0]
             y.fill_(float("nan"))
             fn(x, y)
             torch.cuda.synchronize()
             want = F.rms_norm(x.float(), (cols,), w.float(), eps).to(torch.bfloat16)
             torch.testing.assert_close(y, want, rtol=2e-2, atol=2e-2, msg=lambda m: f"{tag}: {m}")
-            us = time_ms(fn, sets) * 1e3
+            us = time_ms(timed or fn, sets) * 1e3
             cells.append(f"{tag} {us:.1f} ({floor_us / us:.2f})")
 
-        check("eager", lambda x, y: y.copy_(F.rms_norm(x, (cols,), w, eps)))
         norm = lambda x: F.rms_norm(x, (cols,), w, eps)  # noqa: E731
+        check("eager", lambda x, y: y.copy_(norm(x)), lambda x, y: norm(x))
         for name in ("inductor", "cudajit"):
             torch._dynamo.reset()
             fn = torch.compile(norm, backend=name)
             with torch.no_grad():
-                check(name, lambda x, y, fn=fn: y.copy_(fn(x)))
-        with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
-            for (tag, lanes, r, persistent, nx), expr in zip(VARIANTS, exprs):
-                f = mod.get_function(expr)
-                threads = max(32, (-(-cols // lanes) + 31) // 32 * 32)
-                if threads * r > 512 or cols > threads * lanes:
-                    continue
-                blocks = -(-rows // r)
-                if persistent:
-                    per_sm = f.max_active_blocks_per_multiprocessor(threads * r, 0) \
-                        if hasattr(f, "max_active_blocks_per_multiprocessor") else 2048 // (threads * r)
-                    blocks = min(blocks, sms * per_sm)
-                check(tag, lambda x, y, f=f, blocks=blocks, threads=threads, r=r: f(
-                    (blocks,), (threads, r), (y.data_ptr(), x.data_ptr(), w.data_ptr(),
-                                              cupy.int64(rows), cupy.int32(cols), cupy.float32(eps))))
+                check(name, lambda x, y, fn=fn: y.copy_(fn(x)), lambda x, y, fn=fn: fn(x))
+        for (tag, lanes, r, persistent, nx), expr in zip(VARIANTS, exprs):
+            f = mod.get_function(expr)
+            threads = max(32, (-(-cols // lanes) + 31) // 32 * 32)
+            if threads * r > 512 or cols > threads * lanes:
+                continue
+            blocks = -(-rows // r)
+            if persistent:
+                per_sm = f.max_active_blocks_per_multiprocessor(threads * r, 0) \
+                    if hasattr(f, "max_active_blocks_per_multiprocessor") else 2048 // (threads * r)
+                blocks = min(blocks, sms * per_sm)
+
+            def launch(x, y, f=f, blocks=blocks, threads=threads, r=r):
+                # On torch's current stream (the capture's, while a graph is captured).
+                with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+                    f((blocks,), (threads, r), (y.data_ptr(), x.data_ptr(), w.data_ptr(),
+                                                cupy.int64(rows), cupy.int32(cols),
+                                                cupy.float32(eps)))
+            check(tag, launch)
         print(f"cols {cols}: " + ", ".join(cells), flush=True)
 
 
