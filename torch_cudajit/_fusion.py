@@ -1073,7 +1073,7 @@ def _input_view(a, level: str, unsqueeze: bool, shape: list, last: int = 0):
 
 # The largest graph input (in elements) whose view a launch keeps between calls: weights,
 # biases, statistics and position tables, never activations, whose memory the view would hold.
-_KEPT_VIEW_MAX = 1 << 20
+_KEPT_VIEW_MAX = 1 << 18
 
 
 def _of_graph_input(node) -> bool:
