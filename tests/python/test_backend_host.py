@@ -122,8 +122,8 @@ def test_symbolic_sizes_keep_the_linear_decomposed():
     mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=False)
     x = mode.from_tensor(torch.empty(4, 5, 16, device="meta"))
     w = mode.from_tensor(torch.empty(24, 16, device="meta"))
-    with mode:
-        gm = make_fx(lambda x, w: F.linear(x, w), decomposition_table=decompositions(),
-                     tracing_mode="fake")(x, w)
+    with mode:  # the pattern AOTAutograd gives for a linear layer, as direct aten calls
+        gm = make_fx(lambda x, w: torch.mm(x.view(-1, 16), w.t()).view(x.shape[0], 5, 24),
+                     decomposition_table=decompositions(), tracing_mode="fake")(x, w)
     lighten(gm.graph)
     assert aten.mm.default in _targets(gm) and torch._C._nn.linear not in _targets(gm)
