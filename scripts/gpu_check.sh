@@ -18,7 +18,8 @@
 #   results  benchmarks/run_all.py: every benchmark, with the C++ deploy floor, written to
 #          $OUT/RESULTS.md (copy it over benchmarks/RESULTS.md); RESULTS_ARGS adds arguments
 #   backend  build, the torch.compile backend's GPU tests (PYTEST_ARGS selects), a profile of each
-#          model, its benchmark (BACKEND_ARGS adds arguments, e.g. "--models gpt2 --reps 20")
+#          model, the row-kernel probe, the benchmark (BACKEND_ARGS adds arguments, e.g.
+#          "--models gpt2 --reps 20")
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
 # PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), PYTEST_FILES replaces
@@ -129,6 +130,8 @@ if wants backend; then
     python3 benchmarks/backend.py --profile "$m" > "$OUT/profile_$m.txt" 2>&1
     head -1 "$OUT/profile_$m.txt"
   done
+  echo "== backend: row-kernel shapes (benchmarks/row_kernel_probe.py)"
+  python3 benchmarks/row_kernel_probe.py 2>&1 | grep -v Warning | tee "$OUT/row_probe.txt"
   echo "== backend: benchmark"
   python3 benchmarks/backend.py --markdown --plot "$OUT/backend.png" --json "$OUT/backend.json" \
     ${BACKEND_ARGS:-} 2> "$OUT/backend.err" | tee "$OUT/backend.md"
