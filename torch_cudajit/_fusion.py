@@ -1004,11 +1004,18 @@ class GroupLaunch:
         self.row = plan.group.row
         self.runs = plan.runs
         self.recipe = plan.shape_recipe
-        self.inputs = [(i.level, i.unsqueeze, i.dtype, i.last) for i in plan.inputs]
-        # The graph's own inputs (weights, statistics) and views of them are the same memory
-        # call after call: their views as the kernel reads them are kept, one per input, with
-        # what they were made from (_graph_input_view).
-        self.kept = [[] if _of_graph_input(i.node) else None for i in plan.inputs]
+        # S itself when no size of it is read from an input.
+        self.shape = (tuple(plan.shape_recipe)
+                      if all(isinstance(r, int) for r in plan.shape_recipe) else None)
+        # The tensor inputs, as (argument index, level, unsqueeze, dtype, last, kept), and the
+        # argument indices of the scalars: the kernel takes the tensors, then the scalars. The
+        # graph's own inputs (weights, statistics) and views of them are the same memory call
+        # after call: their views as the kernel reads them are kept, one per input, with what
+        # they were made from (`kept`, see _graph_input_view; None for other inputs).
+        self.tensor_inputs = [(k, i.level, i.unsqueeze, i.dtype, i.last,
+                               [] if _of_graph_input(i.node) else None)
+                              for k, i in enumerate(plan.inputs) if i.level != "scalar"]
+        self.scalar_inputs = [k for k, i in enumerate(plan.inputs) if i.level == "scalar"]
         self.outputs = _output_forms(plan)
         self.name = self.__name__ = plan.name
         self.launch_forall = kernel.forall
@@ -1022,22 +1029,22 @@ class GroupLaunch:
         return launcher
 
     def __call__(self, *args):
-        shape = [r if isinstance(r, int) else args[r[0]].shape[r[1]] for r in self.recipe]
-        device = None
-        tensors, scalars = [], []
-        for (level, unsqueeze, dtype, last), kept, a in zip(self.inputs, self.kept, args):
-            if level == "scalar":
-                scalars.append(a.item() if isinstance(a, torch.Tensor) else a)
-                continue
+        shape = self.shape or tuple(r if isinstance(r, int) else args[r[0]].shape[r[1]]
+                                    for r in self.recipe)
+        tensors = []
+        for k, level, unsqueeze, dtype, last, kept in self.tensor_inputs:
+            a = args[k]
             if a.dtype != dtype:
                 # An aten operation whose result's dtype its meta function gets wrong (batch
                 # norm's statistics): the value as the graph typed it.
                 a = a.to(dtype)
-            device = a.device
             if kept is None:
                 tensors.append(_input_view(a, level, unsqueeze, shape, last))
             else:
                 tensors.append(_graph_input_view(kept, a, level, unsqueeze, shape, last))
+        scalars = [args[k].item() if isinstance(args[k], torch.Tensor) else args[k]
+                   for k in self.scalar_inputs]
+        device = a.device  # every group has a tensor input (_Emitter.emit)
         outs, views = _new_outputs(self.outputs, shape, device)
         if self.row:
             # An empty last dimension still runs: its reductions are their initial values
@@ -1061,14 +1068,14 @@ class GroupLaunch:
         return tuple(outs)
 
 
-def _input_view(a, level: str, unsqueeze: bool, shape: list, last: int = 0):
+def _input_view(a, level: str, unsqueeze: bool, shape: tuple, last: int = 0):
     """An input as the kernel reads it: an element input expanded to S, a row input (a trailing
     1 added to the drop form) expanded to S with the last size 1, a cat branch's input expanded
     to S with its branch's last size."""
     if unsqueeze:
         a = a.unsqueeze(-1)
-    target = shape if level == "e" else shape[:-1] + [last if level == "b" else 1]
-    return a if list(a.shape) == target else a.expand(target)
+    target = shape if level == "e" else shape[:-1] + (last if level == "b" else 1,)
+    return a if a.shape == target else a.expand(target)
 
 
 # The largest graph input (in elements) whose view a launch keeps between calls: weights,
@@ -1083,23 +1090,25 @@ def _of_graph_input(node) -> bool:
     return isinstance(node, fx.Node) and node.op == "placeholder"
 
 
-def _graph_input_view(kept: list, a, level: str, unsqueeze: bool, shape: list, last: int):
+def _graph_input_view(kept: list, a, level: str, unsqueeze: bool, shape: tuple, last: int):
     """_input_view of one of the graph's inputs (or of a view of one, made anew each call),
     made again only when the tensor it views, its data pointer, its layout or the launch's
     shape changed since the view in `kept` ([base, data pointer, sizes, strides, shape, view])
     was made. The view shares the tensor's storage, so it sees what was written there since."""
-    base = a if a._base is None else a._base
-    ptr, sizes, strides = a.data_ptr(), a.shape, a.stride()
-    if (kept and kept[0] is base and kept[1] == ptr and kept[2] == sizes and kept[3] == strides
-            and kept[4] == shape):
-        return kept[5]
+    if kept:
+        base = a if a._base is None else a._base
+        if (kept[0] is base and kept[1] == a.data_ptr() and kept[2] == a.shape
+                and kept[3] == a.stride() and kept[4] == shape):
+            return kept[5]
     view = _input_view(a, level, unsqueeze, shape, last)
-    if view is not a and base.numel() <= _KEPT_VIEW_MAX:
-        kept[:] = [base, ptr, sizes, strides, shape, view]
+    if view is not a:  # an input the kernel reads as it is needs nothing kept
+        base = a if a._base is None else a._base
+        if base.numel() <= _KEPT_VIEW_MAX:
+            kept[:] = [base, a.data_ptr(), a.shape, a.stride(), shape, view]
     return view
 
 
-def _new_outputs(outputs, shape: list, device):
+def _new_outputs(outputs, shape: tuple, device):
     """The outputs of a launch, (as the graph gets them, as the kernel writes them): element
     outputs of shape S, dense in the layout eager would give them (a dimension order, or
     row-major), row outputs of one value per row in their keep or drop form, written through a
@@ -1115,7 +1124,7 @@ def _new_outputs(outputs, shape: list, device):
             outs.append(o)
             views.append(o)
         else:
-            o = torch.empty(shape[:-1] + [1] if level == "keep" else shape[:-1], dtype=dtype,
+            o = torch.empty(shape[:-1] + (1,) if level == "keep" else shape[:-1], dtype=dtype,
                             device=device)
             outs.append(o)
             views.append(o if level == "keep" else o.unsqueeze(-1))
@@ -1178,7 +1187,7 @@ def generate(gm: fx.GraphModule):
 
 def _example_args(plan: KernelPlan):
     """Meta tensors and numbers standing for a launch's arguments (sizes at their hints)."""
-    shape = [_hint(s) for s in plan.group.shape]
+    shape = tuple(_hint(s) for s in plan.group.shape)
     _, views = _new_outputs(_output_forms(plan), shape, "meta")
     tensors, scalars = [], []
     for inp in plan.inputs:

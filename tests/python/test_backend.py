@@ -469,24 +469,24 @@ def test_a_launch_keeps_the_views_of_small_graph_inputs():
     from torch_cudajit._fusion import _KEPT_VIEW_MAX, _graph_input_view
     kept = []
     w = torch.randn(1, 1, 8)
-    v = _graph_input_view(kept, w, "e", False, [4, 3, 8], 0)
+    v = _graph_input_view(kept, w, "e", False, (4, 3, 8), 0)
     assert v.shape == (4, 3, 8) and v.stride() == (0, 0, 1)
-    assert _graph_input_view(kept, w, "e", False, [4, 3, 8], 0) is v
+    assert _graph_input_view(kept, w, "e", False, (4, 3, 8), 0) is v
     # The graph views a weight anew each call (batch norm's statistics as [1, C, 1, 1]).
     stats, kept_stats = torch.randn(8), []
-    first = _graph_input_view(kept_stats, stats.view(1, 8, 1), "e", False, [2, 8, 3], 0)
-    assert _graph_input_view(kept_stats, stats.view(1, 8, 1), "e", False, [2, 8, 3], 0) is first
-    assert _graph_input_view(kept_stats, stats[:4].view(1, 4, 1), "e", False, [2, 4, 3], 0) is not first
+    first = _graph_input_view(kept_stats, stats.view(1, 8, 1), "e", False, (2, 8, 3), 0)
+    assert _graph_input_view(kept_stats, stats.view(1, 8, 1), "e", False, (2, 8, 3), 0) is first
+    assert _graph_input_view(kept_stats, stats[:4].view(1, 4, 1), "e", False, (2, 4, 3), 0) is not first
     w.add_(1)
     torch.testing.assert_close(v, w.expand(4, 3, 8), rtol=0, atol=0)
-    cases = [("another tensor", torch.randn(1, 1, 8), [4, 3, 8]),
-             ("another shape", w, [5, 3, 8])]
+    cases = [("another tensor", torch.randn(1, 1, 8), (4, 3, 8)),
+             ("another shape", w, (5, 3, 8))]
     for what, t, shape in cases:
         got = _graph_input_view(kept, t, "e", False, shape, 0)
-        assert got is not v and got.shape == tuple(shape), what
+        assert got is not v and got.shape == shape, what
         assert torch.equal(got, t.expand(shape)), what
     # A tensor that needs no view, and a large one, are not kept.
-    for t, shape in [(torch.randn(4, 3, 8), [4, 3, 8]), (torch.randn(1, _KEPT_VIEW_MAX + 1), [2, _KEPT_VIEW_MAX + 1])]:
+    for t, shape in [(torch.randn(4, 3, 8), (4, 3, 8)), (torch.randn(1, _KEPT_VIEW_MAX + 1), (2, _KEPT_VIEW_MAX + 1))]:
         kept = []
         _graph_input_view(kept, t, "e", False, shape, 0)
         assert kept == []
