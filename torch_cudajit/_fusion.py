@@ -1,7 +1,8 @@
 """The cudajit backend's graph compiler: partitions an aten FX graph into fusion groups,
 writes one CUDA C++ kernel per group with the plugin's public API (cj::Array,
-cj::for_each_run, cj::elementwise, cj::block_reduce, cj::op), compiles all kernels of the graph
-as one NVRTC program, and returns the graph with each group replaced by a launch.
+cj::for_each_run, cj::elementwise, cj::block_reduce, cj::op), one for all groups whose kernels
+are the same code, compiles all kernels of the graph as one NVRTC program, and returns the graph
+with each group replaced by a launch.
 
 A group has an iteration shape S. Pointwise groups compute every member once per element of
 S, in runs of RUN elements along the last dimension; a cat along the last dimension is such a
@@ -422,6 +423,9 @@ class KernelPlan:
 
     def __init__(self, group: Group, name: str):
         self.group, self.name = group, name
+        # The kernel it launches: its own, or an earlier group's whose text is the same but for
+        # the name (generate).
+        self.kernel = name
         self.inputs: list = []       # _Input
         self.outputs: list = []      # (member, dtype, stride order or None)
         self.shape_recipe: list = [] # per dim of S: int, or (input index, dim)
@@ -630,6 +634,12 @@ class _Emitter:
     def emit(self):
         g, plan = self.g, self.plan
         members = list(g.members.values())
+        # Values are numbered in graph order, so that groups computing the same thing have the
+        # same text whatever their nodes were called (merged groups name theirs after nodes);
+        # members that share a value (aliases) keep sharing it.
+        numbered: dict = {}
+        for m in members:
+            m.var = numbered.setdefault(m.var, f"v{len(numbered)}")
         outs = [m for m in members if any(u not in g.members for u in self.graph_users[m.node])]
         if not outs:
             raise _Unfusable("nothing the group computes is read (dead code stays as it is)")
@@ -1161,6 +1171,7 @@ def generate(gm: fx.GraphModule):
     users = {n: set(n.users) for n in gm.graph.nodes}
     digest = hashlib.sha256(str(gm.graph).encode()).hexdigest()[:8]
     plans, texts = [], []
+    by_text: dict = {}  # a kernel's text with its name left out -> the plan that has it
     for g in part.groups:
         if not g.members:
             continue
@@ -1178,10 +1189,14 @@ def generate(gm: fx.GraphModule):
         except _Unfusable:
             continue
         plans.append(plan)
-        header = [f"// {name}: {'rows over the last dimension of' if g.row else 'elements of'} "
-                  f"shape {tuple(g.shape)}; fuses:"]
+        text = "\n".join(plan.lines)
+        first = by_text.setdefault(text.replace(name, "", 1), plan)
+        plan.kernel = first.name
+        what = "rows over the last dimension of" if g.row else "elements of"
+        runs = "" if first is plan else f" (launches {first.name}, the same code)"
+        header = [f"// {name}: {what} shape {tuple(g.shape)}{runs}; fuses:"]
         header += [f"//   {m.node.format_node()}" for m in g.members.values()]
-        texts.append("\n".join(header + plan.lines))
+        texts.append("\n".join(header + (plan.lines if first is plan else [])))
     return "\n\n".join(texts) + "\n", plans
 
 
@@ -1216,7 +1231,8 @@ def compile_graph(gm: fx.GraphModule, *, arch=None, debug=False) -> CompiledGrap
         print(f"torch_cudajit backend: {len(plans)} kernel(s) for graph {gm.__class__.__name__}\n"
               f"{source}", file=sys.stderr)
     module = jit(source, std="c++17")
-    kernels = {p.name: (module if len(plans) == 1 else module[p.name]) for p in plans}
+    names = list(dict.fromkeys(p.kernel for p in plans))  # the kernels in the source
+    kernels = {n: (module if len(names) == 1 else module[n]) for n in names}
     if arch is None:
         device = next((v.device for v in (_val(n) for n in gm.graph.nodes)
                        if isinstance(v, torch.Tensor) and v.device.type == "cuda"), None)
@@ -1228,12 +1244,16 @@ def compile_graph(gm: fx.GraphModule, *, arch=None, debug=False) -> CompiledGrap
         # arguments are plain meta tensors.
         from torch._subclasses.fake_tensor import unset_fake_temporarily
         with unset_fake_temporarily():
-            specs = {p.name: [_example_args(p)] for p in plans}
-        if len(plans) == 1:
-            kernels[plans[0].name].precompile(specs[plans[0].name], arch=arch, processes=False)
+            # A kernel that several groups launch: the example arguments of each of them
+            # (their layouts may differ).
+            specs = {n: [] for n in names}
+            for p in plans:
+                specs[p.kernel].append(_example_args(p))
+        if len(names) == 1:
+            kernels[names[0]].precompile(specs[names[0]], arch=arch, processes=False)
         else:
             _compile_in_batches(module, specs, arch)
-    launches = [GroupLaunch(kernels[p.name], p) for p in plans]
+    launches = [GroupLaunch(kernels[p.kernel], p) for p in plans]
     new_gm = _rewrite(gm, plans, launches)
     return CompiledGraph(source, module, launches,
                          sum(len(p.group.members) for p in plans), new_gm)

@@ -405,6 +405,8 @@ def test_rewritten_graphs_match_eager_in_training_and_inference(name, groups_as_
         graph = backend.compiled_graphs()[-1]
         assert aten.cat.default not in called(graph.graph_module), graph.source
         assert sum("_cat_" in launch.name for launch in graph.launches) == 2, graph.source
+        # The two embeddings (of q and of k) are the same code: one kernel, launched twice.
+        assert graph.source.count("__global__") == len(graph.launches) - 1, graph.source
 
 
 @pytest.mark.parametrize("name", list(CATS))
@@ -442,6 +444,27 @@ def test_a_new_batch_size_compiles_a_graph_with_symbolic_sizes(groups_as_aten):
     graph = backend.compiled_graphs()[-1]
     assert graph.launches and any(isinstance(s, torch.SymInt) for n in graph.graph_module.graph.nodes
                                   for s in getattr(n.meta.get("val"), "shape", ()))
+
+
+@pytest.mark.parametrize("second, shared", [
+    (lambda y: torch.exp(y) * 2 + 1, True),            # the same code on another tensor
+    (lambda y: torch.exp(y) * 2 - 1, False),           # another operation
+    (lambda y: torch.exp(y.half()) * 2 + 1, False),    # another dtype
+])
+def test_groups_with_the_same_code_launch_one_kernel(second, shared):
+    """Two groups whose kernels differ only in their names (values are numbered, not named
+    after nodes) compile one kernel, launched by both; the source keeps the second group's
+    header with the FX nodes it fuses and the kernel it launches."""
+    def fn(x, y):
+        a = torch.exp(x) * 2 + 1
+        return a @ a, second(y) @ y.to(a.dtype)  # the matmuls keep the groups apart
+    c = compiled(fn, ((16, 16), torch.float32), ((16, 16), torch.float32))
+    assert len(c.launches) == 2, c.source
+    first, other = c.launches
+    assert (first.kernel is other.kernel) == shared, c.source
+    assert c.source.count("__global__") == (1 if shared else 2), c.source
+    assert (f"(launches {first.name}, the same code); fuses:" in c.source) == shared, c.source
+    assert c.source.count("aten.exp.default") == 2, c.source
 
 
 def test_a_group_whose_values_nothing_reads_makes_no_kernel():
