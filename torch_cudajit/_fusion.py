@@ -1227,11 +1227,11 @@ def compile_graph(gm: fx.GraphModule, *, arch=None, debug=False) -> CompiledGrap
         if lighten(gm.graph):
             gm.recompile()
         return CompiledGraph("", None, [], 0, gm)
-    if debug:
-        print(f"torch_cudajit backend: {len(plans)} kernel(s) for graph {gm.__class__.__name__}\n"
-              f"{source}", file=sys.stderr)
-    module = jit(source, std="c++17")
     names = list(dict.fromkeys(p.kernel for p in plans))  # the kernels in the source
+    if debug:
+        print(f"torch_cudajit backend: {len(names)} kernel(s) for {len(plans)} group(s) of graph "
+              f"{gm.__class__.__name__}\n{source}", file=sys.stderr)
+    module = jit(source, std="c++17")
     kernels = {n: (module if len(names) == 1 else module[n]) for n in names}
     if arch is None:
         device = next((v.device for v in (_val(n) for n in gm.graph.nodes)

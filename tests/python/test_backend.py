@@ -451,14 +451,17 @@ def test_a_new_batch_size_compiles_a_graph_with_symbolic_sizes(groups_as_aten):
     (lambda y: torch.exp(y) * 2 - 1, False),           # another operation
     (lambda y: torch.exp(y.half()) * 2 + 1, False),    # another dtype
 ])
-def test_groups_with_the_same_code_launch_one_kernel(second, shared):
+def test_groups_with_the_same_code_launch_one_kernel(second, shared, capsys):
     """Two groups whose kernels differ only in their names (values are numbered, not named
     after nodes) compile one kernel, launched by both; the source keeps the second group's
-    header with the FX nodes it fuses and the kernel it launches."""
+    header with the FX nodes it fuses and the kernel it launches, and the debug option says
+    how many kernels the groups have."""
     def fn(x, y):
         a = torch.exp(x) * 2 + 1
         return a @ a, second(y) @ y.to(a.dtype)  # the matmuls keep the groups apart
-    c = compiled(fn, ((16, 16), torch.float32), ((16, 16), torch.float32))
+    c = compile_graph(trace(fn, ((16, 16), torch.float32), ((16, 16), torch.float32)), arch=90,
+                      debug=True)
+    assert f"{1 if shared else 2} kernel(s) for 2 group(s)" in capsys.readouterr().err
     assert len(c.launches) == 2, c.source
     first, other = c.launches
     assert (first.kernel is other.kernel) == shared, c.source
