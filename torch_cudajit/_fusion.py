@@ -1017,15 +1017,25 @@ class GroupLaunch:
         # S itself when no size of it is read from an input.
         self.shape = (tuple(plan.shape_recipe)
                       if all(isinstance(r, int) for r in plan.shape_recipe) else None)
-        # The tensor inputs, as (argument index, level, unsqueeze, dtype, last, kept), and the
-        # argument indices of the scalars: the kernel takes the tensors, then the scalars. The
-        # graph's own inputs (weights, statistics) and views of them are the same memory call
-        # after call: their views as the kernel reads them are kept, one per input, with what
-        # they were made from (`kept`, see _graph_input_view; None for other inputs).
-        self.tensor_inputs = [(k, i.level, i.unsqueeze, i.dtype, i.last,
-                               [] if _of_graph_input(i.node) else None)
-                              for k, i in enumerate(plan.inputs) if i.level != "scalar"]
-        self.scalar_inputs = [k for k, i in enumerate(plan.inputs) if i.level == "scalar"]
+        # The tensor inputs, as (argument index, level, unsqueeze, dtype, last, kept, views),
+        # and the argument indices of the scalars: the kernel takes the tensors, then the
+        # scalars. The graph's own inputs (weights, statistics) and views of them are the same
+        # memory call after call: their views as the kernel reads them are kept, one per input,
+        # with what they were made from (`kept`, see _graph_input_view; None for other inputs).
+        # An input that is static views of a graph input is given as that graph input (`reads`,
+        # the node each argument comes from), and `views` makes it again where the kept view is
+        # made, so the rewritten graph makes no view each call.
+        sized = {r[0] for r in plan.shape_recipe if not isinstance(r, int)}
+        self.tensor_inputs, self.scalar_inputs, self.reads = [], [], []
+        for k, i in enumerate(plan.inputs):
+            if i.level == "scalar":
+                self.scalar_inputs.append(k)
+                self.reads.append(i.node)
+                continue
+            root, views = _static_views(i.node) if k not in sized else (i.node, ())
+            self.reads.append(root)
+            self.tensor_inputs.append((k, i.level, i.unsqueeze, i.dtype, i.last,
+                                       [] if _of_graph_input(i.node) else None, views))
         self.outputs = _output_forms(plan)
         self.name = self.__name__ = plan.name
         self.launch_forall = kernel.forall
@@ -1042,7 +1052,7 @@ class GroupLaunch:
         shape = self.shape or tuple(r if isinstance(r, int) else args[r[0]].shape[r[1]]
                                     for r in self.recipe)
         tensors = []
-        for k, level, unsqueeze, dtype, last, kept in self.tensor_inputs:
+        for k, level, unsqueeze, dtype, last, kept, views in self.tensor_inputs:
             a = args[k]
             if a.dtype != dtype:
                 # An aten operation whose result's dtype its meta function gets wrong (batch
@@ -1051,7 +1061,7 @@ class GroupLaunch:
             if kept is None:
                 tensors.append(_input_view(a, level, unsqueeze, shape, last))
             else:
-                tensors.append(_graph_input_view(kept, a, level, unsqueeze, shape, last))
+                tensors.append(_graph_input_view(kept, a, level, unsqueeze, shape, last, views))
         scalars = [args[k].item() if isinstance(args[k], torch.Tensor) else args[k]
                    for k in self.scalar_inputs]
         device = a.device  # every group has a tensor input (_Emitter.emit)
@@ -1093,6 +1103,36 @@ def _input_view(a, level: str, unsqueeze: bool, shape: tuple, last: int = 0):
 _KEPT_VIEW_MAX = 1 << 18
 
 
+def _static_views(node) -> tuple:
+    """(graph input, views) for a node that is view operations with constant arguments of one
+    of the graph's inputs, a small one (its view is kept: _graph_input_view), the views as
+    (operation, arguments after the tensor, keyword arguments) in the order made; else
+    (node, ()). `reshape`, which copies what it cannot view, is not one of them: a kept copy
+    would not see the input's later writes."""
+    views, n = [], node
+    while (isinstance(n, fx.Node) and n.op == "call_function" and n.target in _VIEW_OPS
+           and n.target is not aten.reshape.default):
+        leaves: list = []
+        fx.node.map_aggregate((n.args[1:], n.kwargs), leaves.append)
+        if any(isinstance(x, (fx.Node, torch.SymInt)) for x in leaves):
+            return node, ()
+        views.append((n.target, n.args[1:], n.kwargs))
+        n = n.args[0]
+    if not views or not (isinstance(n, fx.Node) and n.op == "placeholder"):
+        return node, ()
+    numel = _val(n).numel() if isinstance(_val(n), torch.Tensor) else None
+    if not isinstance(numel, int) or numel > _KEPT_VIEW_MAX:
+        return node, ()
+    return n, tuple(reversed(views))
+
+
+def _replay_views(a, views):
+    """`a` through the views _static_views found (the tensor a launch's kernel reads)."""
+    for target, rest, kwargs in views:
+        a = target(a, *rest, **kwargs)
+    return a
+
+
 def _of_graph_input(node) -> bool:
     """Whether `node` is one of the graph's inputs, or views of one (view operations only)."""
     while isinstance(node, fx.Node) and node.op == "call_function" and node.target in _VIEW_OPS:
@@ -1100,17 +1140,19 @@ def _of_graph_input(node) -> bool:
     return isinstance(node, fx.Node) and node.op == "placeholder"
 
 
-def _graph_input_view(kept: list, a, level: str, unsqueeze: bool, shape: tuple, last: int):
-    """_input_view of one of the graph's inputs (or of a view of one, made anew each call),
-    made again only when the tensor it views, its data pointer, its layout or the launch's
-    shape changed since the view in `kept` ([base, data pointer, sizes, strides, shape, view])
-    was made. The view shares the tensor's storage, so it sees what was written there since."""
+def _graph_input_view(kept: list, a, level: str, unsqueeze: bool, shape: tuple, last: int,
+                      views=()):
+    """_input_view of one of the graph's inputs (or of a view of one, made anew each call; or,
+    with `views`, of the view of `a` they make), made again only when the tensor it views, its
+    data pointer, its layout or the launch's shape changed since the view in `kept` ([base,
+    data pointer, sizes, strides, shape, view]) was made. The view shares the tensor's storage,
+    so it sees what was written there since."""
     if kept:
         base = a if a._base is None else a._base
         if (kept[0] is base and kept[1] == a.data_ptr() and kept[2] == a.shape
                 and kept[3] == a.stride() and kept[4] == shape):
             return kept[5]
-    view = _input_view(a, level, unsqueeze, shape, last)
+    view = _input_view(_replay_views(a, views), level, unsqueeze, shape, last)
     if view is not a:  # an input the kernel reads as it is needs nothing kept
         base = a if a._base is None else a._base
         if base.numel() <= _KEPT_VIEW_MAX:
@@ -1337,14 +1379,18 @@ def _rewrite(gm: fx.GraphModule, plans, launches) -> fx.GraphModule:
             env[u[1]] = graph.node_copy(u[1], lambda x: env[x])
             continue
         p, launch = u[1]
-        call = graph.call_function(launch, tuple(env[i.node] for i in p.inputs))
+        call = graph.call_function(launch, tuple(env[n] for n in launch.reads))
         call.name = p.name
         for k, (m, _, _) in enumerate(p.outputs):
             got = graph.call_function(operator.getitem, (call, k))
             got.meta["val"] = m.node.meta.get("val")
             env[m.node] = got
     # Every member read outside its group is one of the group's outputs (emit), so no other
-    # member is ever looked up here.
+    # member is ever looked up here. Views that a launch now makes itself and nothing else
+    # reads go.
+    for n in list(reversed(graph.nodes)):
+        if n.op == "call_function" and n.target in _VIEW_OPS and not n.users:
+            graph.erase_node(n)
     lighten(graph)
     new_gm = fx.GraphModule(gm, graph)
     new_gm.graph.lint()

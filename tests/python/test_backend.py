@@ -339,8 +339,12 @@ def groups_as_aten(monkeypatch):
         init(self, kernel, plan)
         n_out = len(plan.outputs)
 
+        views = {k: v for k, *_, v in self.tensor_inputs}
+
         def kernel_as_aten(*launch_args):
-            env = {i.node: a for i, a in zip(plan.inputs, self.args)}
+            # An input given as the graph input it views: the view again.
+            env = {i.node: _fusion._replay_views(a, views.get(k, ()))
+                   for k, (i, a) in enumerate(zip(plan.inputs, self.args))}
             for n in plan.group.members:
                 env[n] = n.target(*fx.node.map_arg(n.args, env.__getitem__),
                                   **fx.node.map_arg(n.kwargs, env.__getitem__))
@@ -400,6 +404,10 @@ def test_rewritten_graphs_match_eager_in_training_and_inference(name, groups_as_
     if name == "resnet":
         # A kernel per batch norm: the arithmetic on its statistics is computed inside it.
         assert len(backend.compiled_graphs()[-1].launches) == 2, backend.compiled_graphs()[-1].source
+        # The launches take the statistics and parameters as they are and view them
+        # themselves, once: the graph makes no view each call.
+        assert not [f for f in called(backend.compiled_graphs()[-1].graph_module)
+                    if "view" in str(f)], backend.compiled_graphs()[-1].graph_module.code
     if name == "llama":
         # Each rotary embedding (its rotate-half cat among it) is one kernel.
         graph = backend.compiled_graphs()[-1]
@@ -407,6 +415,105 @@ def test_rewritten_graphs_match_eager_in_training_and_inference(name, groups_as_
         assert sum("_cat_" in launch.name for launch in graph.launches) == 2, graph.source
         # The two embeddings (of q and of k) are the same code: one kernel, launched twice.
         assert graph.source.count("__global__") == len(graph.launches) - 1, graph.source
+
+
+def test_launches_see_weights_changed_in_place_or_replaced(groups_as_aten):
+    """The batch norms' parameters reach their launches as the graph's inputs, viewed by the
+    launch: a change in place and a new parameter give eager's result."""
+    torch._dynamo.reset()
+    model, inputs = models.make("resnet", "cpu", torch.float32, small=True)
+    model.eval()
+    run = torch.compile(model, backend="cudajit")
+    with torch.no_grad():
+        torch.testing.assert_close(run(*inputs), model(*inputs))
+        model.bn1.weight.mul_(-2)
+        model.bn2.running_var.add_(1)
+        torch.testing.assert_close(run(*inputs), model(*inputs))
+        model.bn2.bias = torch.nn.Parameter(torch.randn_like(model.bn2.bias))
+        torch.testing.assert_close(run(*inputs), model(*inputs))
+
+
+def test_a_launch_views_a_graph_input_itself_and_keeps_the_view():
+    """A weight the group reads through a view reaches the launch as the weight itself; the
+    launch makes the view once and keeps it while the weight's memory and layout stay."""
+    c = compiled(lambda x, w: x * w.view(1, 8) + 1, ((4, 8), torch.float32), ((8,), torch.float32))
+    (launch,) = c.launches
+    assert sorted(n.name for n in launch.reads) == ["w_1", "x_1"], launch.reads
+    assert "view" not in c.graph_module.code, c.graph_module.code
+    seen = []
+    launch.launchers.clear()
+    launch.launch_forall = lambda tasks: lambda *args: seen.append(args)
+    w = torch.randn(8)
+    args = [{"x_1": torch.randn(4, 8), "w_1": w}[n.name] for n in launch.reads]
+
+    def read_weight():
+        launch(*args)
+        (view,) = [t for t in seen[-1] if isinstance(t, torch.Tensor) and t.stride() == (0, 1)]
+        return view
+    first = read_weight()
+    assert read_weight() is first and first.data_ptr() == w.data_ptr()
+    w.mul_(2)
+    torch.testing.assert_close(first, w.expand(4, 8), rtol=0, atol=0)
+    w.data = torch.randn(8)  # new memory under the same tensor
+    again = read_weight()
+    assert again is not first and again.data_ptr() == w.data_ptr()
+    torch.testing.assert_close(again, w.expand(4, 8), rtol=0, atol=0)
+
+
+def test_an_input_that_gives_a_symbolic_size_is_not_given_as_what_it_views():
+    """A view that S's sizes are read from stays the launch's argument: the graph input it
+    views has other sizes."""
+    c = compiled(lambda x, w: w.unsqueeze(0) * x, ((4, 8), torch.float32), ((8,), torch.float32),
+                 dynamic=True)
+    (launch,) = c.launches
+    sized = {r[0] for r in launch.recipe if not isinstance(r, int)}
+    assert "unsqueeze" in {launch.reads[k].name for k in sized}, launch.recipe
+    seen = []
+    launch.launch_forall = lambda tasks: lambda *args: seen.append(args)
+    x, w = torch.randn(3, 5), torch.randn(5)
+    args = {"x_1": x, "w_1": w, "unsqueeze": w.unsqueeze(0)}
+    (out,) = launch(*[args[n.name] for n in launch.reads])
+    assert out.shape == (3, 5) and seen[-1][0].shape == (3, 5)
+
+
+@pytest.mark.parametrize("case, folded", [
+    ("a graph input viewed", True),
+    ("views of views", True),
+    ("a graph input itself", False),
+    ("a view of a computed value", False),
+    ("a view to a symbolic size", False),
+    ("a reshape (a copy where it cannot view)", False),
+    ("a view of a large graph input (not kept)", False),
+])
+def test_static_views_of_graph_inputs_are_found(case, folded):
+    import torch.fx as fx
+    from torch_cudajit._fusion import _KEPT_VIEW_MAX, _replay_views, _static_views
+    g = fx.Graph()
+    w = g.placeholder("w")
+    w.meta["val"] = torch.empty(4, device="meta")
+    big = g.placeholder("big")
+    big.meta["val"] = torch.empty(_KEPT_VIEW_MAX + 4, device="meta")
+    n = g.placeholder("n")
+    node = {"a graph input viewed": lambda: g.call_function(aten.view.default, (w, [1, 4, 1])),
+            "views of views": lambda: g.call_function(aten.unsqueeze.default, (
+                g.call_function(aten.view.default, (w, [4, 1])), 0)),
+            "a graph input itself": lambda: w,
+            "a view of a computed value": lambda: g.call_function(aten.view.default, (
+                g.call_function(aten.neg.default, (w,)), [1, 4, 1])),
+            "a view to a symbolic size": lambda: g.call_function(aten.view.default, (w, [n, 4])),
+            "a reshape (a copy where it cannot view)": lambda: g.call_function(
+                aten.reshape.default, (w, [1, 4, 1])),
+            "a view of a large graph input (not kept)": lambda: g.call_function(
+                aten.view.default, (big, [1, -1])),
+            }[case]()
+    root, views = _static_views(node)
+    assert (root is w and len(views) > 0) == folded
+    if folded:
+        t = torch.randn(4)
+        got = _replay_views(t, views)
+        assert got.shape == (1, 4, 1) and got.data_ptr() == t.data_ptr()
+    else:
+        assert root is node and views == ()
 
 
 @pytest.mark.parametrize("name", list(CATS))
