@@ -27,7 +27,7 @@ import torch
 import torch.fx as fx
 
 from . import _fusion_ops as ops
-from ._host import lighten
+from ._host import _METHODS, lighten
 
 aten = torch.ops.aten
 
@@ -1106,7 +1106,7 @@ _KEPT_VIEW_MAX = 1 << 18
 def _static_views(node) -> tuple:
     """(graph input, views) for a node that is view operations with constant arguments of one
     of the graph's inputs, a small one (its view is kept: _graph_input_view), the views as
-    (operation, arguments after the tensor, keyword arguments) in the order made; else
+    (function, arguments after the tensor, keyword arguments) in the order made; else
     (node, ()). `reshape`, which copies what it cannot view, is not one of them: a kept copy
     would not see the input's later writes."""
     views, n = [], node
@@ -1116,7 +1116,10 @@ def _static_views(node) -> tuple:
         fx.node.map_aggregate((n.args[1:], n.kwargs), leaves.append)
         if any(isinstance(x, (fx.Node, torch.SymInt)) for x in leaves):
             return node, ()
-        views.append((n.target, n.args[1:], n.kwargs))
+        # As the Tensor method where there is one: cheaper to call than the OpOverload.
+        method = n.target in _METHODS and not n.kwargs
+        views.append((getattr(torch.Tensor, _METHODS[n.target]) if method else n.target,
+                      n.args[1:], n.kwargs))
         n = n.args[0]
     if not views or not (isinstance(n, fx.Node) and n.op == "placeholder"):
         return node, ()
