@@ -27,7 +27,7 @@ import torch
 import torch.fx as fx
 
 from . import _fusion_ops as ops
-from ._host import _METHODS, lighten
+from ._host import _METHODS, _val, lighten
 
 aten = torch.ops.aten
 
@@ -38,10 +38,6 @@ _VIEW_OPS = {aten.view.default, aten._unsafe_view.default, aten.unsqueeze.defaul
 RUN = 8
 ROW_RUNS = 2
 ROW_LANES = RUN * ROW_RUNS
-
-
-def _val(node):
-    return node.meta.get("val") if isinstance(node, fx.Node) else None
 
 
 def _is_tensor(node) -> bool:
@@ -1123,7 +1119,8 @@ def _static_views(node) -> tuple:
         n = n.args[0]
     if not views or not (isinstance(n, fx.Node) and n.op == "placeholder"):
         return node, ()
-    numel = _val(n).numel() if isinstance(_val(n), torch.Tensor) else None
+    v = _val(n)
+    numel = v.numel() if isinstance(v, torch.Tensor) else None
     if not isinstance(numel, int) or numel > _KEPT_VIEW_MAX:
         return node, ()
     return n, tuple(reversed(views))
