@@ -15,6 +15,10 @@ UNARY = {
     "softplus": F.softplus, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh,
     "expm1": torch.expm1, "log1p": lambda x: torch.log1p(x.abs()), "square": torch.square,
     "isnan": lambda x: torch.isnan(x / x.abs().floor()),
+    # Powers by the constants torch's pow kernels special-case, and one they do not.
+    "pow_products": lambda x: x ** 2 + x ** 3 - x ** -2,
+    "pow_roots": lambda x: x.abs() ** 0.5 + x.abs() ** -0.5 + x ** -1,
+    "pow_other": lambda x: x.abs() ** 2.5,
 }
 
 

@@ -108,6 +108,31 @@ def test_a_cat_branch_computes_its_operand_at_its_own_positions():
     assert branches.index("(-in") < branches.index("} else if")
 
 
+def test_a_cat_of_whole_runs_loads_each_branch_as_runs():
+    """Operands of 40 and 24 positions (multiples of a run): the branch is chosen once a run,
+    by the run's start, and its input loaded as a run where the run lies in it."""
+    c = compiled(CATS["leaves"][0], ((6, 5, 40), torch.float32), ((6, 5, 24), torch.float32))
+    assert "cj_c" not in c.source.split("__global__")[1]
+    assert "if (cj_at[2] >= 0LL && cj_at[2] < 40LL)" in c.source
+    assert "if (cj_at[2] >= 40LL && cj_at[2] < 64LL)" in c.source
+    assert "(cj_at[2] - 40LL) * in1.stride(2), cj_len);" in c.source
+    assert "if (cj_at[2] < 40LL) {" in c.source and "} else if (cj_at[2] < 64LL) {" in c.source
+
+
+@pytest.mark.parametrize("exponent, code", [
+    (2, "(in0_1 * in0_1)"), (3, "(in0_1 * in0_1 * in0_1)"),
+    (-2, "(static_cast<float>(1LL) / (in0_1 * in0_1))"), (0.5, "cj::op::sqrt(in0_1)"),
+    (-0.5, "cj::op::rsqrt(in0_1)"), (-1, "(static_cast<float>(1LL) / in0_1)"),
+    (2.0, "(in0_1 * in0_1)"), (2.5, "cj::op::pow(in0_1, static_cast<float>(static_cast<double>(2.5)))")])
+def test_powers_by_torchs_special_constants_are_products_and_roots(exponent, code):
+    """As torch's own pow kernels compute them (the same results as eager, no logarithm and
+    exponential per element); other exponents call pow."""
+    c = compiled(lambda x: x ** exponent, ((6, 40), torch.float32))
+    body = c.source.split("__global__")[1]
+    assert code in body, c.source
+    assert ("cj::op::pow" in body) == (exponent == 2.5)
+
+
 @pytest.mark.parametrize("name", ["mixed_dtypes", "symbolic_size"])
 def test_cats_that_stay_aten(name):
     if name == "mixed_dtypes":  # aten's cat promotes the operands' types itself
