@@ -172,12 +172,6 @@ def _pow_by_constant(a: str, exponent, ctype: str):
             -1: f"({one} / {a})"}.get(exponent)
 
 
-def _whole_runs(cat: _Cat) -> bool:
-    """Whether every operand of a cat has a multiple of RUN positions along the last dimension,
-    so that each run of RUN positions (runs start at multiples of RUN) lies in one branch."""
-    return all(size % RUN == 0 for size in cat.sizes)
-
-
 def _cast_supported(node) -> bool:
     kw = node.kwargs
     if node.target is aten._to_copy.default:
@@ -466,9 +460,6 @@ class _Emitter:
         self.run_arrays: list = [] # arrays a run or register pass loads before its lane loop
         self.branch = None         # (_Cat, k) while writing branch k of a cat
         self.branch_arrays: list = []  # cat branches' inputs, addressed from the run's row
-        # Cat branches' inputs loaded as whole runs before the lane loop, (array, cat, k), for
-        # cats whose every operand's size is a multiple of RUN: then a run lies in one branch.
-        self.branch_runs: list = []
 
     def new_scope(self):
         self.scope += 1
@@ -538,18 +529,13 @@ class _Emitter:
         there (a lane past the row's end, which is never stored, gets 0)."""
         cat = self.g.cats[m.node]
         lines = [indent + p for p in self._take_pending()]
-        # Where every operand's size is a multiple of RUN, a run lies in one branch: the branch
-        # is chosen by the run's start, the same for all its lanes, and each branch input is
-        # loaded as a whole run (_element, "cj_c").
-        where = f"cj_at[{self.rank - 1}]" if _whole_runs(cat) else "cj_c"
-        lines += [f"{indent}{m.ctype} {m.var};", f"{indent}{{"]
-        if where == "cj_c":
-            lines.append(f"{indent}  const long long cj_c = cj_at[{self.rank - 1}] + cj_j;")
+        lines += [f"{indent}{m.ctype} {m.var};", f"{indent}{{",
+                  f"{indent}  const long long cj_c = cj_at[{self.rank - 1}] + cj_j;"]
         outer = self.loaded
         inner = indent + "    "
         for k, (t, start, size) in enumerate(zip(cat.operands, cat.starts, cat.sizes)):
             opening = "if" if k == 0 else "} else if"
-            lines.append(f"{indent}  {opening} ({where} < {start + size}LL) {{")
+            lines.append(f"{indent}  {opening} (cj_c < {start + size}LL) {{")
             self.branch = (cat, k)
             self.new_scope()
             for b in self._closure([t], self.g.members.values(), branch=k):
@@ -589,10 +575,6 @@ class _Emitter:
             if array not in self.branch_arrays:
                 self.branch_arrays.append(array)
             cat, k = self.branch
-            if _whole_runs(cat):
-                if all(a != array for a, _, _ in self.branch_runs):
-                    self.branch_runs.append((array, cat, k))
-                return f"{array}_r[cj_j]"
             return (f"{array}.data()[{array}_cb + (cj_c - {cat.starts[k]}LL) * "
                     f"{array}.stride({self.rank - 1})]")
         if self.mode == "lambda":
@@ -787,14 +769,6 @@ class _Emitter:
         for a in self.run_arrays:
             lines.append(f"    const auto {a}_r = {a}.template load_run<{RUN}>({a}.offset_at(cj_i, cj_at), "
                          "cj_len);")
-        last = f"cj_at[{rank - 1}]"
-        for a, cat, k in self.branch_runs:
-            # Loaded only where the run lies in its branch, and read only there.
-            st = ops.STORAGE[self._array_dtype(a)]
-            lines += [f"    cj::Vec<{st}, {RUN}> {a}_r;",
-                      f"    if ({last} >= {cat.starts[k]}LL && {last} < {cat.starts[k] + cat.sizes[k]}LL)",
-                      f"      {a}_r = {a}.template load_run<{RUN}>({a}_cb + ({last} - {cat.starts[k]}LL) * "
-                      f"{a}.stride({rank - 1}), cj_len);"]
         for i, (m, dtype, _) in enumerate(plan.outputs):
             lines.append(f"    cj::Vec<{ops.STORAGE[dtype]}, {RUN}> out{i}_r;")
         lines += ["#pragma unroll", f"    for (int cj_j = 0; cj_j < {RUN}; ++cj_j) {{"] + body + ["    }"]

@@ -108,17 +108,6 @@ def test_a_cat_branch_computes_its_operand_at_its_own_positions():
     assert branches.index("(-in") < branches.index("} else if")
 
 
-def test_a_cat_of_whole_runs_loads_each_branch_as_runs():
-    """Operands of 40 and 24 positions (multiples of a run): the branch is chosen once a run,
-    by the run's start, and its input loaded as a run where the run lies in it."""
-    c = compiled(CATS["leaves"][0], ((6, 5, 40), torch.float32), ((6, 5, 24), torch.float32))
-    assert "cj_c" not in c.source.split("__global__")[1]
-    assert "if (cj_at[2] >= 0LL && cj_at[2] < 40LL)" in c.source
-    assert "if (cj_at[2] >= 40LL && cj_at[2] < 64LL)" in c.source
-    assert "(cj_at[2] - 40LL) * in1.stride(2), cj_len);" in c.source
-    assert "if (cj_at[2] < 40LL) {" in c.source and "} else if (cj_at[2] < 64LL) {" in c.source
-
-
 @pytest.mark.parametrize("exponent, code", [
     (2, "(in0_1 * in0_1)"), (3, "(in0_1 * in0_1 * in0_1)"),
     (-2, "(static_cast<float>(1LL) / (in0_1 * in0_1))"), (0.5, "cj::op::sqrt(in0_1)"),
