@@ -20,7 +20,6 @@ wrapper) is out of the numbers.
 Run: python benchmarks/row_kernel_probe.py [--rows 8192] [--cols 1024,768]"""
 import argparse
 import os
-import statistics
 import sys
 
 import cupy
@@ -29,6 +28,8 @@ import torch.nn.functional as F
 
 os.environ.setdefault("TORCH_CUDAJIT_LOW_OCCUPANCY_WARNINGS", "0")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+from _probe_timing import time_ms  # noqa: E402
 
 SRC = r"""
 #include <cuda_bf16.h>
@@ -117,34 +118,6 @@ VARIANTS = [("L16 R1", 16, 1, False, False), ("L8 R1", 8, 1, False, False),
             ("L8 R2", 8, 2, False, False), ("L32 R8", 32, 8, False, False),
             ("L16 R4 persistent", 16, 4, True, False), ("L16 R4 next", 16, 4, True, True),
             ("L32 R4 next", 32, 4, True, True), ("L8 R2 next", 8, 2, True, True)]
-
-
-def time_ms(fn, sets, repeats=51):
-    """Median milliseconds of one call over rotating input sets: a pass over all sets is
-    captured in a CUDA graph and its replays timed with CUDA events, so the host's cost of a
-    call (a compiled function's wrapper, Python) is out of the figure."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the capture (compiles, loads, allocates)
-        for s in sets:
-            fn(*s)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for s in sets:
-            fn(*s)
-    for _ in range(3):
-        graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        samples.append(a.elapsed_time(b) / len(sets))
-    return statistics.median(samples)
 
 
 def main():

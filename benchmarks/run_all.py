@@ -53,6 +53,7 @@ BENCHMARKS = [
               ("--quick", "--plot", os.path.join(HERE, "bandwidth.png"))),
     Benchmark("virtual_grid_probe"),
     Benchmark("row_kernel_probe"),
+    Benchmark("run_kernel_probe"),
     Benchmark("cluster", ("--markdown",), ("--markdown", "--ranks", "1,8,32"), gpu=False),
     Benchmark("whole_file", ("--markdown",),
               ("--markdown", "--files", "gelu_forward,softmax_forward", "--repeats", "1"), gpu=False),

@@ -18,7 +18,7 @@
 #   results  benchmarks/run_all.py: every benchmark, with the C++ deploy floor, written to
 #          $OUT/RESULTS.md (copy it over benchmarks/RESULTS.md); RESULTS_ARGS adds arguments
 #   backend  build, the torch.compile backend's GPU tests (PYTEST_ARGS selects), a profile of each
-#          model, the row-kernel probe, the benchmark (BACKEND_ARGS adds arguments, e.g.
+#          model, the row- and run-kernel probes, the benchmark (BACKEND_ARGS adds arguments, e.g.
 #          "--models gpt2 --reps 20")
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
@@ -132,6 +132,8 @@ if wants backend; then
   done
   echo "== backend: row-kernel shapes (benchmarks/row_kernel_probe.py)"
   python3 benchmarks/row_kernel_probe.py 2>&1 | grep -v Warning | tee "$OUT/row_probe.txt"
+  echo "== backend: run-kernel shapes (benchmarks/run_kernel_probe.py)"
+  python3 benchmarks/run_kernel_probe.py 2>&1 | grep -v Warning | tee "$OUT/run_probe.txt"
   echo "== backend: benchmark"
   python3 benchmarks/backend.py --markdown --plot "$OUT/backend.png" --json "$OUT/backend.json" \
     ${BACKEND_ARGS:-} 2> "$OUT/backend.err" | tee "$OUT/backend.md"

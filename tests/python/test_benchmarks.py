@@ -69,3 +69,47 @@ def test_update_replaces_only_the_sections_run_now(tmp_path, monkeypatch):
     # The benchmarks' order, whatever order the file or the run had.
     assert text.index("## launch_overhead") < text.index("## nvrtc_scaling") < text.index("## cluster")
     assert text.count("*Run ") == 3 and "commit" in text.split("## cluster")[1]
+
+
+def _run_kernel_probe():
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    import run_kernel_probe
+    return run_kernel_probe
+
+
+def _rotary_operands(device, b=2, t=16, h=4, d=64):
+    """(qkv, q, out, cos, sin): q a (b, t, h, d) view at the start of qkv, as in the LLaMA
+    block; random values, the output poisoned."""
+    qkv = torch.randn(b, t, 3 * h * d, device=device).to(torch.bfloat16)
+    q = qkv[..., : h * d].view(b, t, h, d)
+    out = torch.full((b, t, h, d), float("nan"), device=device, dtype=torch.bfloat16)
+    cos, sin = (torch.randn(t, d, device=device).to(torch.bfloat16) for _ in range(2))
+    return qkv, q, out, cos, sin
+
+
+def test_run_kernel_probe_variants_compile():
+    """Every variant of benchmarks/run_kernel_probe.py compiles for sm_90 (no GPU needed)."""
+    probe = _run_kernel_probe()
+    qkv, q, out, cos, sin = (x.to("meta") for x in _rotary_operands("cpu"))
+    variants = probe.kernels(*q.shape[1:])
+    assert [tag for tag, _, _ in variants] == [v[0] for v in probe.VARIANTS]
+    for tag, kernel, _ in variants:
+        compiled = kernel.compile(*probe.launch_args(out, qkv, q, cos, sin), arch="sm_90")
+        assert compiled.ptx.count(".entry") == 1, tag
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("shape", [(2, 16, 4, 64), (3, 5, 2, 32)], ids=str)
+def test_run_kernel_probe_variants_match_eager(shape):
+    """Each hand-written rotary variant against the eager function, over a run count that
+    leaves some threads of the last iteration without a run."""
+    probe = _run_kernel_probe()
+    qkv, q, out, cos, sin = _rotary_operands("cuda", *shape)
+    want = probe.rotary(q, cos, sin)
+    for tag, kernel, u in probe.kernels(*shape[1:]):
+        out.fill_(float("nan"))
+        runs = out.numel() // 8
+        kernel[-(-runs // (probe.BLOCK * u)), probe.BLOCK](*probe.launch_args(out, qkv, q, cos, sin))
+        torch.testing.assert_close(out, want, rtol=2e-2, atol=2e-2, msg=lambda m, tag=tag: f"{tag}: {m}")
