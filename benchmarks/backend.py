@@ -6,7 +6,8 @@ For each model and backend, in fresh processes:
                 AOTAutograd, code generation and compilation, and the first run;
   warm start    the first call of a new process that finds the caches the cold process left;
   steady state  the median time of one call after warm-up, measured with CUDA events in the warm
-                process.
+                process; with --steady-processes N, the median of that figure over N warm
+                processes (the figure moves between processes by up to a tenth).
 torch and torch._dynamo are imported before the clock starts in every process; what a backend
 imports on its first call counts as its compile. Inductor runs in its default mode and in
 max-autotune-no-cudagraphs.
@@ -15,6 +16,7 @@ Targets (the issue this backend answers): cold compile at most 1/10 of Inductor'
 warm start at most 1/5, steady state at least 0.95x Inductor's default and faster than eager.
 
   python benchmarks/backend.py [--models gpt2,llama,resnet] [--markdown] [--plot FILE]
+                               [--steady-processes N]
   python benchmarks/backend.py --compile-latency     (no GPU needed)
 
 --compile-latency: each kernel the backend generates for the three models' inference graphs
@@ -125,14 +127,21 @@ def run_child(model_name, backend, cache_dir, reps, timeout=480) -> dict:
     return json.loads(line[-1])
 
 
-def measure(model_name: str, reps: int, backends=BACKENDS, rows=None, measured=lambda: None) -> dict:
+def measure(model_name: str, reps: int, backends=BACKENDS, rows=None, measured=lambda: None,
+            steady_processes: int = 1) -> dict:
     """Each backend's cold and warm process on one model, into `rows`; `measured()` is called
-    after each backend."""
+    after each backend. With steady_processes > 1, more warm processes follow the first, and
+    the warm row's steady state is the median over all of them (each process's figure kept in
+    `steady_runs_ms`); its warm start stays the first warm process's."""
     rows = {} if rows is None else rows
     for backend in backends:
         with tempfile.TemporaryDirectory(prefix="cj_backend_bench_") as cache:
             cold = run_child(model_name, backend, cache, reps)
             warm = run_child(model_name, backend, cache, reps)
+            more = [run_child(model_name, backend, cache, reps) for _ in range(steady_processes - 1)]
+        runs = [r["steady_ms"] for r in [warm] + more if "steady_ms" in r]
+        if more and "error" not in warm:
+            warm = dict(warm, steady_ms=statistics.median(runs), steady_runs_ms=runs)
         rows[backend] = {"cold": cold, "warm": warm}
         print(f"  {model_name:7s} {backend:22s} cold {cold} warm {warm}", file=sys.stderr,
               flush=True)
@@ -361,6 +370,8 @@ def main():
     ap.add_argument("--child", nargs=3)
     ap.add_argument("--models", default="gpt2,llama,resnet")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--steady-processes", type=int, default=1, metavar="N",
+                    help="steady state as the median over N warm processes (default 1)")
     ap.add_argument("--backends", default=",".join(BACKENDS),
                     help="a subset of " + ",".join(BACKENDS) + " (the table needs eager, "
                     "inductor and cudajit)")
@@ -403,8 +414,10 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)
+    if args.steady_processes < 1:
+        ap.error(f"--steady-processes: {args.steady_processes} is not a process count; expected 1 or more")
     for m in args.models.split(","):
-        measure(m, args.reps, backends, results.setdefault(m, {}), save)
+        measure(m, args.reps, backends, results.setdefault(m, {}), save, args.steady_processes)
     if not {"eager", "inductor", "cudajit"} <= set(backends):
         print(json.dumps(results, indent=1))
         return

@@ -114,3 +114,35 @@ def test_run_kernel_probe_variants_match_the_float_reference(shape):
         runs = out.numel() // 8
         kernel[-(-runs // (probe.BLOCK * u)), probe.BLOCK](*probe.launch_args(out, qkv, q, cos, sin))
         torch.testing.assert_close(out, want, rtol=1e-2, atol=1e-2, msg=lambda m, tag=tag: f"{tag}: {m}")
+
+
+def _backend_benchmark():
+    """benchmarks/backend.py's globals (its functions share them)."""
+    return runpy.run_path(os.path.join(REPO, "benchmarks", "backend.py"), run_name="backend_benchmark")
+
+
+def test_backend_benchmark_steady_state_is_the_median_over_warm_processes():
+    """--steady-processes 3: a cold process, then three warm ones; the steady state is their
+    median, the warm start the first warm process's (no GPU: the children are stand-ins)."""
+    bench = _backend_benchmark()
+    figures = iter([{"first_s": 3.0, "steady_ms": 0.9}, {"first_s": 1.0, "steady_ms": 0.7},
+                    {"first_s": 0.5, "steady_ms": 0.4}, {"first_s": 0.6, "steady_ms": 0.5}])
+    calls = []
+
+    def child(model_name, backend, cache_dir, reps):
+        calls.append((model_name, backend, cache_dir))
+        return next(figures)
+    bench["measure"].__globals__["run_child"] = child
+    rows = bench["measure"]("llama", 50, backends=["cudajit"], steady_processes=3)
+    assert len(calls) == 4 and len({c[2] for c in calls}) == 1  # one cache for all four
+    assert rows["cudajit"]["cold"] == {"first_s": 3.0, "steady_ms": 0.9}
+    assert rows["cudajit"]["warm"] == {"first_s": 1.0, "steady_ms": 0.5,
+                                       "steady_runs_ms": [0.7, 0.4, 0.5]}
+
+
+def test_backend_benchmark_refuses_a_process_count_below_one(capsys, monkeypatch):
+    bench = _backend_benchmark()
+    monkeypatch.setattr("sys.argv", ["backend.py", "--steady-processes", "0"])
+    with pytest.raises(SystemExit):
+        bench["main"]()
+    assert "--steady-processes: 0 is not a process count; expected 1 or more" in capsys.readouterr().err
