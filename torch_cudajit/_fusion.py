@@ -172,6 +172,14 @@ def _pow_by_constant(a: str, exponent, ctype: str):
             -1: f"({one} / {a})"}.get(exponent)
 
 
+def _constant_along_runs(node) -> bool:
+    """Whether a tensor input has the same value at every position of a run: its last size is
+    1 (a per-channel statistic over W, expanded when launched) or it is 0-d."""
+    v = _val(node)
+    return isinstance(v, torch.Tensor) and (v.dim() == 0 or (isinstance(v.shape[-1], int) and
+                                                             v.shape[-1] == 1))
+
+
 def _cast_supported(node) -> bool:
     kw = node.kwargs
     if node.target is aten._to_copy.default:
@@ -458,6 +466,7 @@ class _Emitter:
         self.mode = "unravel"      # how elements are addressed: see _element
         self.row_bases: list = []  # arrays whose row base offset the row loop computes
         self.run_arrays: list = [] # arrays a run or register pass loads before its lane loop
+        self.run_scalars: list = []  # arrays constant along runs: one element loaded a run
         self.branch = None         # (_Cat, k) while writing branch k of a cat
         self.branch_arrays: list = []  # cat branches' inputs, addressed from the run's row
 
@@ -506,6 +515,8 @@ class _Emitter:
             return inp.name, inp.kind
         ct = ops.COMPUTE[inp.dtype]
         index = {"e": "cj_i", "b": "cj_c"}.get(inp.level, "cj_row")
+        if index == "cj_i" and self.mode == "run" and _constant_along_runs(o):
+            index = "cj_s"  # one load a run (_run_body)
         var = self.loaded.get((inp.name, index))
         if var is None:
             var = f"{inp.name}_{self.scope}"
@@ -577,6 +588,10 @@ class _Emitter:
             cat, k = self.branch
             return (f"{array}.data()[{array}_cb + (cj_c - {cat.starts[k]}LL) * "
                     f"{array}.stride({self.rank - 1})]")
+        if index == "cj_s":  # the same element at every lane of the run, loaded once
+            if array not in self.run_scalars:
+                self.run_scalars.append(array)
+            return f"{array}_s"
         if self.mode == "lambda":
             return f"{array}_p"
         if self.mode in ("run", "registers"):
@@ -754,10 +769,15 @@ class _Emitter:
         plan, rank = self.plan, self.rank
         plan.runs = True
         self.mode = "run"
+        # Values that are the same at every lane of a run (batch norm's per-channel scale and
+        # shift over W) are computed once a run, before the lane loop.
+        invariant = self._run_invariants(members)
+        self.new_scope()
+        hoisted = [self._define(m, "    ") for m in invariant]
         self.new_scope()
         body = []
         for m in members:
-            if m.branch < 0:  # a cat's branch members are written inside its branches
+            if m.branch < 0 and m not in invariant:  # a cat's branch members are written inside its branches
                 body.append(self._define(m, "      "))
         for i, (m, dtype, _) in enumerate(plan.outputs):
             body.append(self._store(i, m, dtype, "cj_i", "      "))
@@ -769,6 +789,9 @@ class _Emitter:
         for a in self.run_arrays:
             lines.append(f"    const auto {a}_r = {a}.template load_run<{RUN}>({a}.offset_at(cj_i, cj_at), "
                          "cj_len);")
+        for a in self.run_scalars:
+            lines.append(f"    const auto {a}_s = {a}.data()[{a}.offset_at(cj_i, cj_at)];")
+        lines += hoisted
         for i, (m, dtype, _) in enumerate(plan.outputs):
             lines.append(f"    cj::Vec<{ops.STORAGE[dtype]}, {RUN}> out{i}_r;")
         lines += ["#pragma unroll", f"    for (int cj_j = 0; cj_j < {RUN}; ++cj_j) {{"] + body + ["    }"]
@@ -776,6 +799,23 @@ class _Emitter:
             lines.append(f"    out{i}.template store_run<{RUN}>(out{i}.offset_at(cj_i, cj_at), out{i}_r, cj_len);")
         lines.append("  });")
         return lines
+
+    def _run_invariants(self, members) -> list:
+        """The members whose value is the same at every lane of a run, in graph order: computed
+        from numbers, scalar inputs and inputs of last size 1 (_constant_along_runs) alone."""
+        invariant = []
+        for m in members:
+            if m.level != "e" or m.branch >= 0 or m.node in self.g.cats or \
+                    m.node.target in _VIEW_OPS:
+                continue
+            operands, _ = _operands(m.node)
+            if operands is None:
+                continue
+            if all(not isinstance(o, fx.Node) or _is_scalar_input(o) or
+                   (o in self.g.members and self.g.members[o] in invariant) or
+                   (o not in self.g.members and _constant_along_runs(o)) for o in operands):
+                invariant.append(m)
+        return invariant
 
     def _vectorizable(self) -> bool:
         """One output, and every input read whole at the iteration shape and contiguous in the

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 
@@ -106,6 +107,23 @@ def test_a_cat_branch_computes_its_operand_at_its_own_positions():
     assert "if (cj_c < 20LL)" in branches and "} else if (cj_c < 40LL) {" in branches
     assert "(cj_c - 0LL)" in branches and "(cj_c - 20LL)" in branches
     assert branches.index("(-in") < branches.index("} else if")
+
+
+def test_values_constant_along_a_run_are_loaded_and_computed_once_a_run():
+    """Batch norm's form: per-channel statistics of last size 1 broadcast over (N, C, H, W).
+    Each is one element a run, and what only they determine (the rsqrt) is computed before the
+    lane loop; the activation is loaded as runs."""
+    def bn(x, mean, var, w):
+        return torch.relu((x - mean) * torch.rsqrt(var + 1e-5) * w)
+    c = compiled(bn, ((2, 3, 5, 16), torch.float16), ((3, 1, 1), torch.float16),
+                 ((3, 1, 1), torch.float16), ((3, 1, 1), torch.float16))
+    body = c.source.split("__global__")[1]
+    lanes = body.index("for (int cj_j = 0;")
+    scalars = re.findall(r"const auto (in\d)_s = \1\.data\(\)\[\1\.offset_at\(cj_i, cj_at\)\];",
+                         body[:lanes])
+    runs = re.findall(r"const auto (in\d)_r = \1\.template load_run<8>", body[:lanes])
+    assert len(scalars) == 3 and len(runs) == 1 and runs[0] not in scalars, c.source
+    assert body.index("cj::op::rsqrt") < lanes and body.count("cj::op::rsqrt") == 1
 
 
 @pytest.mark.parametrize("exponent, code", [
