@@ -19,7 +19,9 @@
 #          $OUT/RESULTS.md (copy it over benchmarks/RESULTS.md); RESULTS_ARGS adds arguments
 #   backend  build, the torch.compile backend's GPU tests (PYTEST_ARGS selects), a profile of each
 #          model, the row- and run-kernel probes, the benchmark (BACKEND_ARGS adds arguments, e.g.
-#          "--models gpt2 --reps 20")
+#          "--models gpt2 --reps 20"); together they take longer than one device call allows, so
+#          backend-tests (the tests, profiles and probes) and backend-bench (the benchmark) split
+#          them over two calls
 #   smoke | pytest | ctest | bench | cache | ops   one part (pytest also builds examples/deploy, which
 #          test_deploy.py runs)
 # PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), PYTEST_FILES replaces
@@ -119,10 +121,9 @@ if wants all bench ops final; then
     env -u TORCH_CUDAJIT_LIBCLANG ./build/cmake-gpu/examples/deploy/torch_cudajit_deploy "$OUT/deploy/model.pt" "$OUT/deploy/data.pt" --bench 2>&1 | tee "$OUT/bench_deploy.log"
   fi
 fi
-if wants backend; then
+if wants backend backend-tests; then
   # The torch.compile backend: its GPU tests (the failures' first lines printed), a profile of
-  # each model's compiled step, then the benchmark against eager and Inductor, whose results are
-  # written after each model (a run cut short keeps what it measured).
+  # each model's compiled step and the kernel-shape probes.
   echo "== backend: GPU tests"
   python3 -m pytest tests/python/test_backend_gpu.py ${pytest_args[@]+"${pytest_args[@]}"} -q -p no:cacheprovider -rfE --maxfail=40 2>&1 |
     tee "$OUT/pytest_backend.log" | grep -E "^(FAILED|ERROR|E   )|passed|failed|no tests ran" | head -40
@@ -134,6 +135,10 @@ if wants backend; then
   python3 benchmarks/row_kernel_probe.py 2>&1 | grep -v Warning | tee "$OUT/row_probe.txt"
   echo "== backend: run-kernel shapes (benchmarks/run_kernel_probe.py)"
   python3 benchmarks/run_kernel_probe.py 2>&1 | grep -v Warning | tee "$OUT/run_probe.txt"
+fi
+if wants backend backend-bench; then
+  # The benchmark against eager and Inductor, whose results are written after each model (a run
+  # cut short keeps what it measured).
   echo "== backend: benchmark"
   python3 benchmarks/backend.py --markdown --plot "$OUT/backend.png" --json "$OUT/backend.json" \
     ${BACKEND_ARGS:-} 2> "$OUT/backend.err" | tee "$OUT/backend.md"
