@@ -67,8 +67,19 @@ std::vector<std::string> nvrtc_candidates() {
   return library_candidates({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"});
 }
 
+// nvJitLink links the LTO-IR NVRTC writes and must be at least as new as that NVRTC, so the one
+// beside the NVRTC in use (the same toolkit, or the same set of wheels) comes first. Searched by
+// soname alone, the dynamic linker may pair torch's wheel NVRTC with an older toolkit's nvJitLink.
 std::vector<std::string> nvjitlink_candidates() {
-  return library_candidates({"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so"});
+  const std::initializer_list<const char*> names = {"libnvJitLink.so.13", "libnvJitLink.so.12",
+                                                    "libnvJitLink.so"};
+  std::vector<std::string> out;
+  const std::string nvrtc = nvrtc_library_file();
+  const size_t slash = nvrtc.rfind('/');
+  if (slash != std::string::npos)
+    for (const char* n : names) out.push_back(nvrtc.substr(0, slash + 1) + n);
+  for (std::string& c : library_candidates(names)) out.push_back(std::move(c));
+  return out;
 }
 
 // dlopens the first candidate that loads; `path` receives it, `tried` the ones that did not.

@@ -101,19 +101,22 @@ std::string cuda_include_dir() {
     for (const std::string& d : extra_cuda_include_dirs()) candidates.push_back(d);
   }
   candidates.push_back("/usr/local/cuda/include");
-  // Headers of NVRTC's own CUDA major version first; among those, a folder that also has
-  // libcu++ (CCCL), which cooperative_groups.h and the cuda/std headers need (NVIDIA's runtime
-  // wheels ship the CUDA headers without it).
+  // Headers of NVRTC's own CUDA major version first; among those, a complete folder: one that
+  // also has libcu++ (CCCL), which cooperative_groups.h and the cuda/std headers need, and crt/,
+  // which vector_types.h and cuda_runtime.h include. NVIDIA's wheels ship the CUDA headers with
+  // either missing (CCCL and crt/ come in wheels of their own), and the front end cannot read a
+  // float2 without crt/.
   const int major = nvrtc_major_from_file(nvrtc_path);
-  auto has_cccl = [](const std::string& c) {
-    return file_exists(c + "/cccl/cuda/std/type_traits") || file_exists(c + "/cuda/std/type_traits");
+  auto complete = [](const std::string& c) {
+    return (file_exists(c + "/cccl/cuda/std/type_traits") || file_exists(c + "/cuda/std/type_traits")) &&
+           file_exists(c + "/crt/host_defines.h");
   };
   for (int pass = 0; pass < 4; ++pass) {
-    const bool want_version = pass < 2, want_cccl = pass % 2 == 0;
+    const bool want_version = pass < 2, want_complete = pass % 2 == 0;
     for (const auto& c : candidates) {
       if (!file_exists(c + "/cuda_fp16.h")) continue;
       if (want_version && (major <= 0 || cuda_header_major(c) != major)) continue;
-      if (want_cccl && !has_cccl(c)) continue;
+      if (want_complete && !complete(c)) continue;
       return c;
     }
   }

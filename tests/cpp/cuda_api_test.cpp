@@ -4,6 +4,7 @@
 // and the driver is reported unavailable (not fatal) on machines without one.
 #include "cuda_api.h"
 
+#include "file_io.h"
 #include "module.h"
 #include "test_util.h"
 
@@ -37,6 +38,17 @@ TEST(CudaApiTest, LibraryFileFoundAgreesWithTheLoadedNvrtc) {
     EXPECT_TRUE(detail::library_file_found("nvrtc"));
   const std::string msg = expect_throws<c10::Error>([] { detail::library_file_found("cublas"); });
   CJ_EXPECT_CONTAINS(msg, "unknown library 'cublas'; expected 'nvrtc' or 'nvJitLink'");
+}
+
+TEST(CudaApiTest, NvJitLinkComesFromTheFolderOfTheNvrtcInUse) {
+  // nvJitLink must be at least as new as the NVRTC whose LTO-IR it links: the one beside the
+  // loaded NVRTC wins over an older toolkit's on the dynamic linker's path (torch's wheels bring
+  // a newer NVRTC than the toolkit the machine has).
+  const std::string nvrtc = detail::nvrtc_library_file();
+  ASSERT_NE(nvrtc.find('/'), std::string::npos) << nvrtc;
+  const std::string beside = nvrtc.substr(0, nvrtc.rfind('/') + 1) + "libnvJitLink.so.13";
+  if (!detail::file_exists(beside)) GTEST_SKIP() << "no libnvJitLink.so.13 beside " << nvrtc;
+  EXPECT_EQ(detail::nvjitlink().library_path, beside);
 }
 
 TEST(CudaApiTest, NvrtcVersionAndArchs) {

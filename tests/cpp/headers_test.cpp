@@ -3,6 +3,9 @@
 // Program's generated source for float, half and bfloat16 keys). Runs without a GPU.
 #include "headers.h"
 
+#include "cuda_api.h"
+#include "file_io.h"
+
 #include "program.h"
 #include "reading.h"
 #include "test_util.h"
@@ -66,6 +69,24 @@ TEST(HeadersTest, ImplicitMacros) {
   if (cuda_include_dir().empty()) GTEST_SKIP() << "no CUDA headers on this machine";
   EXPECT_EQ(detail::implicit_macros({true, false}),
             (std::vector<std::string>{"-DCJ_HAVE_FP16", "-DCJ_HAVE_BF16"}));
+}
+
+TEST(HeadersTest, CudaHeadersAreAFolderWithCrtAndCcclWhenOneIsFound) {
+  // NVIDIA's wheels ship cuda_fp16.h and CCCL without crt/ (vector_types.h includes
+  // crt/host_defines.h): the front end could not read a float2 there. A toolkit's complete
+  // folder of the same major version is preferred.
+  const std::string dir = cuda_include_dir();
+  if (dir.empty()) GTEST_SKIP() << "no CUDA headers on this machine";
+  const std::string toolkit = "/usr/local/cuda/include";
+  std::string cuda_h;
+  if (!detail::file_exists(toolkit + "/crt/host_defines.h") || !detail::read_file(toolkit + "/cuda.h", cuda_h))
+    GTEST_SKIP() << "no CUDA toolkit headers in " << toolkit;
+  const size_t at = cuda_h.find("#define CUDA_VERSION ");
+  ASSERT_NE(at, std::string::npos);
+  const int toolkit_major = std::stoi(cuda_h.substr(at + 21, 12)) / 1000;
+  if (toolkit_major != detail::nvrtc_version() / 1000)
+    GTEST_SKIP() << "the toolkit's CUDA " << toolkit_major << " is not NVRTC's major version";
+  EXPECT_TRUE(detail::file_exists(dir + "/crt/host_defines.h")) << dir;
 }
 
 TEST(HeadersTest, ScanIncludesReadsDirectivesAndHasInclude) {
