@@ -773,11 +773,12 @@ class _Emitter:
         # shift over W) are computed once a run, before the lane loop.
         invariant = self._run_invariants(members)
         self.new_scope()
-        hoisted = [self._define(m, "    ") for m in invariant]
+        hoisted = [self._define(m, "    ") for m in members if m.node in invariant]
         self.new_scope()
         body = []
         for m in members:
-            if m.branch < 0 and m not in invariant:  # a cat's branch members are written inside its branches
+            # A cat's branch members are written inside its branches.
+            if m.branch < 0 and m.node not in invariant:
                 body.append(self._define(m, "      "))
         for i, (m, dtype, _) in enumerate(plan.outputs):
             body.append(self._store(i, m, dtype, "cj_i", "      "))
@@ -800,10 +801,10 @@ class _Emitter:
         lines.append("  });")
         return lines
 
-    def _run_invariants(self, members) -> list:
-        """The members whose value is the same at every lane of a run, in graph order: computed
+    def _run_invariants(self, members) -> set:
+        """The nodes of the members whose value is the same at every lane of a run: computed
         from numbers, scalar inputs and inputs of last size 1 (_constant_along_runs) alone."""
-        invariant = []
+        invariant = set()
         for m in members:
             if m.level != "e" or m.branch >= 0 or m.node in self.g.cats or \
                     m.node.target in _VIEW_OPS:
@@ -812,9 +813,9 @@ class _Emitter:
             if operands is None:
                 continue
             if all(not isinstance(o, fx.Node) or _is_scalar_input(o) or
-                   (o in self.g.members and self.g.members[o] in invariant) or
+                   o in invariant or
                    (o not in self.g.members and _constant_along_runs(o)) for o in operands):
-                invariant.append(m)
+                invariant.add(m.node)
         return invariant
 
     def _vectorizable(self) -> bool:

@@ -71,11 +71,10 @@ def test_update_replaces_only_the_sections_run_now(tmp_path, monkeypatch):
     assert text.count("*Run ") == 3 and "commit" in text.split("## cluster")[1]
 
 
-def _run_kernel_probe():
-    import sys
-    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
-    import run_kernel_probe
-    return run_kernel_probe
+def _benchmark(name: str) -> types.SimpleNamespace:
+    """A benchmark script's globals, without running its main (its functions share them)."""
+    return types.SimpleNamespace(**runpy.run_path(os.path.join(REPO, "benchmarks", f"{name}.py"),
+                                                  run_name=name))
 
 
 def _rotary_operands(device, b=2, t=16, h=4, d=64):
@@ -90,7 +89,7 @@ def _rotary_operands(device, b=2, t=16, h=4, d=64):
 
 def test_run_kernel_probe_variants_compile():
     """Every variant of benchmarks/run_kernel_probe.py compiles for sm_90 (no GPU needed)."""
-    probe = _run_kernel_probe()
+    probe = _benchmark("run_kernel_probe")
     qkv, q, out, cos, sin = (x.to("meta") for x in _rotary_operands("cpu"))
     variants = probe.kernels(*q.shape[1:])
     assert [tag for tag, _, _ in variants] == [v[0] for v in probe.VARIANTS]
@@ -106,7 +105,7 @@ def test_run_kernel_probe_variants_match_the_float_reference(shape):
     """Each hand-written rotary variant against the function computed in float32 and rounded
     once, as the kernels compute it, over a run count that leaves some threads of the last
     iteration without a run."""
-    probe = _run_kernel_probe()
+    probe = _benchmark("run_kernel_probe")
     qkv, q, out, cos, sin = _rotary_operands("cuda", *shape)
     want = probe.reference(q, cos, sin)
     for tag, kernel, u in probe.kernels(*shape[1:]):
@@ -116,15 +115,10 @@ def test_run_kernel_probe_variants_match_the_float_reference(shape):
         torch.testing.assert_close(out, want, rtol=1e-2, atol=1e-2, msg=lambda m, tag=tag: f"{tag}: {m}")
 
 
-def _backend_benchmark():
-    """benchmarks/backend.py's globals (its functions share them)."""
-    return runpy.run_path(os.path.join(REPO, "benchmarks", "backend.py"), run_name="backend_benchmark")
-
-
 def test_backend_benchmark_steady_state_is_the_median_over_warm_processes():
     """--steady-processes 3: a cold process, then three warm ones; the steady state is their
     median, the warm start the first warm process's (no GPU: the children are stand-ins)."""
-    bench = _backend_benchmark()
+    bench = _benchmark("backend")
     figures = iter([{"first_s": 3.0, "steady_ms": 0.9}, {"first_s": 1.0, "steady_ms": 0.7},
                     {"first_s": 0.5, "steady_ms": 0.4}, {"first_s": 0.6, "steady_ms": 0.5}])
     calls = []
@@ -132,8 +126,8 @@ def test_backend_benchmark_steady_state_is_the_median_over_warm_processes():
     def child(model_name, backend, cache_dir, reps):
         calls.append((model_name, backend, cache_dir))
         return next(figures)
-    bench["measure"].__globals__["run_child"] = child
-    rows = bench["measure"]("llama", 50, backends=["cudajit"], steady_processes=3)
+    bench.measure.__globals__["run_child"] = child
+    rows = bench.measure("llama", 50, backends=["cudajit"], steady_processes=3)
     assert len(calls) == 4 and len({c[2] for c in calls}) == 1  # one cache for all four
     assert rows["cudajit"]["cold"] == {"first_s": 3.0, "steady_ms": 0.9}
     assert rows["cudajit"]["warm"] == {"first_s": 1.0, "steady_ms": 0.5,
@@ -141,8 +135,8 @@ def test_backend_benchmark_steady_state_is_the_median_over_warm_processes():
 
 
 def test_backend_benchmark_refuses_a_process_count_below_one(capsys, monkeypatch):
-    bench = _backend_benchmark()
+    bench = _benchmark("backend")
     monkeypatch.setattr("sys.argv", ["backend.py", "--steady-processes", "0"])
     with pytest.raises(SystemExit):
-        bench["main"]()
+        bench.main()
     assert "--steady-processes: 0 is not a process count; expected 1 or more" in capsys.readouterr().err
