@@ -432,6 +432,7 @@ class _Input:
     unsqueeze: bool = False   # a row input in the drop form: viewed with a trailing 1
     kind: str = ""            # scalar: "double" or "long long"
     last: int = 0             # a cat branch's input: its branch's size along the last dimension
+    unit: bool = False        # a cat branch's input whose last stride is 1 in the graph
 
 
 class KernelPlan:
@@ -521,8 +522,12 @@ class _Emitter:
         if var is None:
             var = f"{inp.name}_{self.scope}"
             self.loaded[(inp.name, index)] = var
-            self.pending.append(f"const {ct} {var} = static_cast<{ct}>("
-                                f"{self._element(inp.name, index)});")
+            value = f"static_cast<{ct}>({self._element(inp.name, index)})"
+            if index == "cj_c":  # read only where the lane is in the cat's branch (see above)
+                cat, k = self.branch
+                value = (f"static_cast<unsigned long long>(cj_c - {cat.starts[k]}LL) < "
+                         f"{cat.sizes[k]}ULL ? {value} : {ct}(0)")
+            self.pending.append(f"const {ct} {var} = {value};")
         return var, ct
 
     def _branch_input(self, o) -> _Input:
@@ -531,33 +536,46 @@ class _Emitter:
         cat, k = self.branch
         key = (o, "b", id(cat), k)
         if key not in self.inputs:
-            self.inputs[key] = _Input(o, "b", f"in{len(self.inputs)}", dtype=_val(o).dtype,
-                                      last=cat.sizes[k])
+            v = _val(o)
+            # A stride the graph knows as a number holds whenever it runs (Dynamo guards the
+            # inputs' strides, aten's meta functions give the others), so its multiply goes.
+            unit = v.dim() > 0 and type(v.stride(-1)) is int and v.stride(-1) == 1 and \
+                _same(v.shape[-1], cat.sizes[k])
+            self.inputs[key] = _Input(o, "b", f"in{len(self.inputs)}", dtype=v.dtype,
+                                      last=cat.sizes[k], unit=unit)
         return self.inputs[key]
 
     def _cat_definition(self, m: _Member, indent: str) -> str:
-        """A cat's value at one lane: the branch its position falls in computes its operand
-        there (a lane past the row's end, which is never stored, gets 0)."""
+        """A cat's value at one lane, without branches: every branch computes its operand from
+        loads guarded by the lane's position (a load outside its branch reads nothing and
+        gives 0), and the position selects one (a lane past the row's end, which is never
+        stored, gets 0). Guarded loads compile to predicated loads that the lane loop issues
+        together; a branch per lane would wait for each load before the next."""
         cat = self.g.cats[m.node]
         lines = [indent + p for p in self._take_pending()]
         lines += [f"{indent}{m.ctype} {m.var};", f"{indent}{{",
                   f"{indent}  const long long cj_c = cj_at[{self.rank - 1}] + cj_j;"]
         outer = self.loaded
         inner = indent + "    "
+        ends = []
         for k, (t, start, size) in enumerate(zip(cat.operands, cat.starts, cat.sizes)):
-            opening = "if" if k == 0 else "} else if"
-            lines.append(f"{indent}  {opening} (cj_c < {start + size}LL) {{")
+            # Each branch in a block of its own: members it shares with another are defined
+            # once in each.
+            lines += [f"{indent}  {m.ctype} {m.var}_b{k};", f"{indent}  {{"]
             self.branch = (cat, k)
             self.new_scope()
             for b in self._closure([t], self.g.members.values(), branch=k):
                 lines.append(self._define(b, inner))
             value, _ = self.operand(t, "e")
             lines += [inner + p for p in self._take_pending()]
-            lines.append(f"{inner}{m.var} = static_cast<{m.ctype}>({value});")
+            lines += [f"{inner}{m.var}_b{k} = static_cast<{m.ctype}>({value});", f"{indent}  }}"]
+            ends.append(start + size)
+        select = f"{m.ctype}(0)"
+        for k in reversed(range(len(ends))):
+            select = f"cj_c < {ends[k]}LL ? {m.var}_b{k} : {select}"
         self.branch = None
         self.loaded = outer
-        lines += [f"{indent}  }} else {{", f"{inner}{m.var} = {m.ctype}(0);",
-                  f"{indent}  }}", f"{indent}}}"]
+        lines += [f"{indent}  {m.var} = {select};", f"{indent}}}"]
         return "\n".join(lines)
 
     def _member_value(self, m: _Member) -> str:
@@ -586,8 +604,9 @@ class _Emitter:
             if array not in self.branch_arrays:
                 self.branch_arrays.append(array)
             cat, k = self.branch
-            return (f"{array}.data()[{array}_cb + (cj_c - {cat.starts[k]}LL) * "
-                    f"{array}.stride({self.rank - 1})]")
+            unit = any(i.unit for i in self.inputs.values() if i.name == array)
+            step = "" if unit else f" * {array}.stride({self.rank - 1})"
+            return f"{array}.data()[{array}_cb + (cj_c - {cat.starts[k]}LL){step}]"
         if index == "cj_s":  # the same element at every lane of the run, loaded once
             if array not in self.run_scalars:
                 self.run_scalars.append(array)
@@ -785,11 +804,17 @@ class _Emitter:
         lines = [f"  cj::for_each_run<{RUN}>(out0, [&](long long cj_i, const long long (&cj_at)[{rank}], "
                  "int cj_len) {"]
         for a in self.branch_arrays:
-            base = " + ".join(f"cj_at[{d}] * {a}.stride({d})" for d in range(rank - 1)) or "0"
-            lines.append(f"    const long long {a}_cb = {base};")
+            # The row's offset (offset() computes in 32 bits where the layout allows).
+            coords = "".join(f"cj_at[{d}], " for d in range(rank - 1))
+            lines.append(f"    const long long {a}_cb = {a}.offset({coords}0);")
+        aligned = self._aligned_runs()
         for a in self.run_arrays:
-            lines.append(f"    const auto {a}_r = {a}.template load_run<{RUN}>({a}.offset_at(cj_i, cj_at), "
-                         "cj_len);")
+            if a in aligned:
+                lines.append(f"    const auto {a}_r = {a}.template load_aligned_run<{RUN}>("
+                             f"{a}.offset_at(cj_i, cj_at));")
+            else:
+                lines.append(f"    const auto {a}_r = {a}.template load_run<{RUN}>("
+                             f"{a}.offset_at(cj_i, cj_at), cj_len);")
         for a in self.run_scalars:
             lines.append(f"    const auto {a}_s = {a}.data()[{a}.offset_at(cj_i, cj_at)];")
         lines += hoisted
@@ -797,9 +822,43 @@ class _Emitter:
             lines.append(f"    cj::Vec<{ops.STORAGE[dtype]}, {RUN}> out{i}_r;")
         lines += ["#pragma unroll", f"    for (int cj_j = 0; cj_j < {RUN}; ++cj_j) {{"] + body + ["    }"]
         for i in range(len(plan.outputs)):
-            lines.append(f"    out{i}.template store_run<{RUN}>(out{i}.offset_at(cj_i, cj_at), out{i}_r, cj_len);")
+            if f"out{i}" in aligned:
+                lines.append(f"    out{i}.template store_aligned_run<{RUN}>(out{i}.offset_at(cj_i, cj_at), "
+                             f"out{i}_r);")
+            else:
+                lines.append(f"    out{i}.template store_run<{RUN}>(out{i}.offset_at(cj_i, cj_at), "
+                             f"out{i}_r, cj_len);")
         lines.append("  });")
         return lines
+
+    def _aligned_runs(self) -> set:
+        """The arrays of a run kernel whose every run is whole, with last stride 1 and an offset
+        that is a multiple of RUN, by the graph's sizes and strides where they are numbers (they
+        hold whenever the graph runs: Dynamo guards its inputs' strides, aten's meta functions
+        give the others): the last size a multiple of RUN, and each input's view (expanded to
+        the iteration shape) of last stride 1 and other strides multiples of RUN; outputs
+        row-major. Their runs move as vectors (load_aligned_run), where the data pointer's
+        alignment, a key bit, allows."""
+        shape = self.g.shape
+        if type(shape[-1]) is not int or shape[-1] % RUN:
+            return set()
+        aligned = {f"out{i}" for i, (m, _, order) in enumerate(self.plan.outputs)
+                   if m.level == "e" and order is None}
+        for inp in self.inputs.values():
+            if inp.level != "e" or inp.name not in self.run_arrays:
+                continue
+            v = _val(inp.node)
+            lead = len(shape) - v.dim()
+            strides = []
+            for d, size in enumerate(shape):
+                if d < lead or _same(v.shape[d - lead], 1):
+                    strides.append(0)  # expanded (or of size 1): the coordinate adds nothing
+                else:
+                    strides.append(v.stride(d - lead))
+            if strides[-1] == 1 and type(strides[-1]) is int and all(
+                    type(st) is int and st % RUN == 0 for st in strides[:-1]):
+                aligned.add(inp.name)
+        return aligned
 
     def _run_invariants(self, members) -> set:
         """The nodes of the members whose value is the same at every lane of a run: computed

@@ -99,14 +99,66 @@ def test_cats_along_the_last_dimension_fuse(name, layout):
     assert called(c.graph_module).count(aten.cat.default) == cats, c.graph_module.code
 
 
-def test_a_cat_branch_computes_its_operand_at_its_own_positions():
-    c = compiled(CATS["rotate_half"][0], ((6, 5, 40), torch.float32), ((6, 5, 24), torch.float32))
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_a_cat_branch_computes_its_operand_at_its_own_positions(layout):
+    c = compiled(CATS["rotate_half"][0],
+                 ((6, 5, 40), torch.float32, *([layout] if layout == "transposed" else [])),
+                 ((6, 5, 24), torch.float32))
     branches = c.source.split("const long long cj_c = cj_at[2] + cj_j;")[1]
     # The first branch negates the second half of x, read 20 positions on; the second reads
-    # the first half; a lane past the row's end is never stored.
-    assert "if (cj_c < 20LL)" in branches and "} else if (cj_c < 40LL) {" in branches
-    assert "(cj_c - 0LL)" in branches and "(cj_c - 20LL)" in branches
-    assert branches.index("(-in") < branches.index("} else if")
+    # the first half; a lane past the row's end is never stored. No branch per lane: each
+    # branch's loads are guarded by the lane's position and the position selects a value.
+    first, second = branches.index("float v2_b0;"), branches.index("float v2_b1;")
+    assert "static_cast<unsigned long long>(cj_c - 0LL) < 20ULL ?" in branches[first:second]
+    assert "(-in" in branches[first:second]
+    assert "static_cast<unsigned long long>(cj_c - 20LL) < 20ULL ?" in branches[second:]
+    assert "v2 = cj_c < 20LL ? v2_b0 : cj_c < 40LL ? v2_b1 : float(0);" in branches
+    assert " if (" not in branches
+    # A branch's input of last stride 1 in the graph is read without a multiply by it.
+    step = " * in1.stride(2)]" in branches
+    assert step == (layout == "transposed"), branches
+
+
+ALIGNED = {
+    # name: (function, input specs, the arrays loaded or stored as aligned runs)
+    # A contiguous input, a view of a wider one and a row-major output.
+    "contiguous": (lambda x, y: x * y[..., :40] + 1, [((6, 5, 40), torch.bfloat16),
+                                                     ((6, 5, 48), torch.bfloat16)],
+                   {"out0", "in0", "in1"}),
+    # Tables broadcast over the leading dimensions: strides 0 there, 1 along the last. The
+    # output takes x's dimension order, as eager's would: not row-major, so stored as runs.
+    "broadcast_table": (lambda x, t: (x.transpose(0, 1) * t).exp(),
+                        [((5, 6, 48), torch.float16), ((48,), torch.float16)], {"in0", "in1"}),
+    # A view whose row stride (40 + 24) is a multiple of 8, as the LLaMA block's q in qkv.
+    "view_of_wider": (lambda x, y: torch.cat((-x[..., 20:40], x[..., :20]), -1) * y[..., :40],
+                      [((6, 5, 40), torch.float32), ((6, 5, 64), torch.float32)],
+                      {"out0", "in2"}),
+    # A last size that is not a multiple of 8: a run may be cut short, so none is aligned.
+    "ragged": (lambda x, y: x * y + 1, [((6, 5, 36), torch.float32, "transposed"),
+                                        ((6, 5, 36), torch.float32)], set()),
+    # A row stride of 44: a run's offset is not a multiple of 8.
+    "odd_row_stride": (lambda x, y: x.transpose(0, 1)[..., :40] * y,
+                       [((5, 6, 44), torch.float32), ((6, 5, 40), torch.float32)], {"in1"}),
+}
+
+
+@pytest.mark.parametrize("name", list(ALIGNED))
+def test_runs_known_whole_and_aligned_move_as_vectors_without_checks(name):
+    """Run kernels read an array with load_aligned_run (one vector, no checks of stride,
+    length and address) where the graph's sizes and strides make every run whole, of last
+    stride 1 and at a multiple of 8; with load_run otherwise."""
+    fn, specs, aligned = ALIGNED[name]
+    c = compiled(fn, *specs)
+    assert "cj::for_each_run<8>" in c.source, c.source
+    got = set(re.findall(r"(\w+)\.template (?:load|store)_aligned_run<8>", c.source))
+    rest = set(re.findall(r"(\w+)\.template (?:load|store)_run<8>", c.source))
+    assert got == aligned and not got & rest, c.source
+
+
+def test_runs_of_symbolic_strides_are_not_assumed_aligned():
+    c = compiled(lambda x, y: x.transpose(0, 1) * y, ((5, 6, 40), torch.float32),
+                 ((6, 5, 40), torch.float32), dynamic=True)
+    assert "cj::for_each_run<8>" in c.source and "aligned_run" not in c.source, c.source
 
 
 def test_values_constant_along_a_run_are_loaded_and_computed_once_a_run():
@@ -121,7 +173,7 @@ def test_values_constant_along_a_run_are_loaded_and_computed_once_a_run():
     lanes = body.index("for (int cj_j = 0;")
     scalars = re.findall(r"const auto (in\d)_s = \1\.data\(\)\[\1\.offset_at\(cj_i, cj_at\)\];",
                          body[:lanes])
-    runs = re.findall(r"const auto (in\d)_r = \1\.template load_run<8>", body[:lanes])
+    runs = re.findall(r"const auto (in\d)_r = \1\.template load_(?:aligned_)?run<8>", body[:lanes])
     assert len(scalars) == 3 and len(runs) == 1 and runs[0] not in scalars, c.source
     assert body.index("cj::op::rsqrt") < lanes and body.count("cj::op::rsqrt") == 1
 

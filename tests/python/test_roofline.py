@@ -55,6 +55,12 @@ __global__ void axpy_runs(cj::Array<T, 3> out, cj::Array<const T, 3> x, cj::Arra
 """
 
 
+ALIGNED_RUNS = RUNS.replace("axpy_runs", "axpy_aligned_runs").replace(
+    "load_run<8>(x.offset_at(i, at), len)", "load_aligned_run<8>(x.offset_at(i, at))").replace(
+    "load_run<8>(y.offset_at(i, at), len)", "load_aligned_run<8>(y.offset_at(i, at))").replace(
+    "store_run<8>(out.offset_at(i, at), r, len)", "store_aligned_run<8>(out.offset_at(i, at), r)")
+
+
 def run_tasks(shape):
     """forall's task count for a for_each_run<8> kernel: a task per run of 8 along the last
     dimension."""
@@ -165,6 +171,23 @@ def test_runs_compile_to_vector_accesses_and_element_loops(dtype, vector):
     assert cj.jit(RUNS, debug=True).compile(t, t, t, 2.0, arch="sm_90").ptx
 
 
+@pytest.mark.parametrize("dtype, vector", [(torch.bfloat16, r"v4\.(?:b|u)32"), (torch.float32, r"v4\.f32")],
+                         ids=str)
+def test_aligned_runs_are_vector_accesses_alone_where_the_pointer_is_aligned(dtype, vector):
+    """load_aligned_run and store_aligned_run: only vector accesses (no element loop, no check
+    of the stride) with 16-byte aligned data, only element accesses without."""
+    k = cj.jit(ALIGNED_RUNS)
+    t = torch.empty(4, 6, 24, dtype=dtype)
+    ptx = k.compile(t, t.transpose(0, 1).contiguous().transpose(0, 1), t, 2.0, arch="sm_90").ptx
+    assert re.search(r"ld\.global(?:\.nc)?\." + vector, ptx) and re.search(r"st\.global\." + vector, ptx)
+    scalar = r"(?:ld|st)\.global(?:\.nc)?\.(?:b16|u16|f32) "
+    assert not re.search(scalar, ptx), ptx[-3000:]
+    # x's data pointer off by one element: x alone is read element by element.
+    unaligned = torch.empty(4 * 6 * 24 + 1, dtype=dtype)[1:].view(4, 6, 24)
+    ptx_x = k.compile(t, unaligned, t, 2.0, arch="sm_90").ptx
+    assert re.search(scalar, ptx_x) and 0 < vector_loads(ptx_x) < vector_loads(ptx)
+
+
 def test_grid_stride_detection():
     assert cj.jit(AXPY)._core.grid_strides
     assert not cj.jit(README)._core.grid_strides
@@ -213,6 +236,23 @@ def run_layouts(shape, dtype, device):
     yield "sliced", random_values([b, m, 2 * n], dtype, device)[:, :, ::2]
     yield "expanded", random_values([b, m, 1], dtype, device).expand(shape)
     yield "offset", random_values([b * m * n + 1], dtype, device)[1:].view(shape)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "offset"])
+def test_aligned_runs_match_torch(device, dtype, offset):
+    """Arrays whose runs are whole and at multiples of 8 (last size 64, a view of rows 72
+    apart, a transposed contiguous array), with the data pointer 16-byte aligned or not."""
+    k = cj.jit(ALIGNED_RUNS)
+    shape = (3, 5, 64)
+    x = random_values([3 * 5 * 72 + offset], dtype, device)[offset:].view(3, 5, 72)[..., :64]
+    y = random_values([5, 3, 64], dtype, device).transpose(0, 1)
+    out = torch.empty(shape, dtype=dtype, device=device)
+    want = (2.0 * x.float() + y.float()).to(dtype)
+    poison_(out, want)
+    k.forall(run_tasks(shape))(out, x, y, 2.0)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
 
 
 @pytest.mark.gpu

@@ -180,13 +180,20 @@ __device__ constexpr bool vector_ok(bool cj_aligned16) {
   return cj_aligned16 && CjV > 1 && (sizeof(CjT) * CjV == 2 || sizeof(CjT) * CjV == 4 ||
                                      sizeof(CjT) * CjV == 8 || sizeof(CjT) * CjV == ::cj::abi::kVectorBytes);
 }
-/// Whether V elements of T at `p` form whole vector accesses: V * sizeof(T) is 2, 4 or 8 bytes
-/// or a multiple of 16, and `p` is aligned to the access (at most 16 bytes).
+/// Whether a run of V elements of T moves as vector accesses: V * sizeof(T) is 2, 4 or 8 bytes
+/// or a multiple of 16.
+template <class CjT, int CjV>
+__device__ constexpr bool run_vector() {
+  constexpr int kBytes = static_cast<int>(sizeof(CjT)) * CjV;
+  return kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes % ::cj::abi::kVectorBytes == 0;
+}
+/// Whether V elements of T at `p` form whole vector accesses: run_vector, and `p` is aligned to
+/// the access (at most 16 bytes).
 template <class CjT, int CjV>
 __device__ __forceinline__ bool run_aligned(const void* cj_p) {
   constexpr int kBytes = static_cast<int>(sizeof(CjT)) * CjV;
   constexpr int kAlign = kBytes < ::cj::abi::kVectorBytes ? kBytes : ::cj::abi::kVectorBytes;
-  if constexpr (kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes % ::cj::abi::kVectorBytes == 0)
+  if constexpr (run_vector<CjT, CjV>())
     return (reinterpret_cast<unsigned long long>(cj_p) & (kAlign - 1)) == 0;
   else
     return false;
@@ -346,6 +353,44 @@ struct Array {
 #pragma unroll
     for (int cj_k = 0; cj_k < CjV; ++cj_k)
       if (cj_k < cj_len) data_[cj_off + cj_k * cj_step] = cj_v[cj_k];
+  }
+
+  /// The whole run of V elements at `off`, for a caller that knows the last stride is 1 and
+  /// `off` a multiple of V (a contiguous array whose last size is a multiple of V, or a view
+  /// whose other strides are): one V-element access when the layout says the data pointer is
+  /// 16-byte aligned (16-byte accesses for a run longer than that), without load_run's checks
+  /// of the stride, the length and the address; element by element otherwise. Debug mode checks
+  /// the stride and the offset.
+  template <int CjV>
+  __device__ __forceinline__ Vec<typename detail::remove_const<T>::type, CjV> load_aligned_run(long long cj_off) const {
+    using CjE = typename detail::remove_const<T>::type;
+#if defined(CJ_DEBUG)
+    cj_assert(inner_stride() == 1 && cj_off % CjV == 0,
+              "cj::Array::load_aligned_run: the last stride is not 1 or the offset not a multiple of V");
+#endif
+    if constexpr (L::aligned16 && detail::run_vector<CjE, CjV>()) {
+      return *reinterpret_cast<const Vec<CjE, CjV>*>(data_ + cj_off);
+    } else {
+      Vec<CjE, CjV> cj_v;
+#pragma unroll
+      for (int cj_k = 0; cj_k < CjV; ++cj_k) cj_v[cj_k] = data_[cj_off + cj_k];
+      return cj_v;
+    }
+  }
+
+  /// Stores `v` as the whole run at `off` (see load_aligned_run).
+  template <int CjV>
+  __device__ __forceinline__ void store_aligned_run(long long cj_off, const Vec<T, CjV>& cj_v) const {
+#if defined(CJ_DEBUG)
+    cj_assert(inner_stride() == 1 && cj_off % CjV == 0,
+              "cj::Array::store_aligned_run: the last stride is not 1 or the offset not a multiple of V");
+#endif
+    if constexpr (L::aligned16 && detail::run_vector<T, CjV>()) {
+      *reinterpret_cast<Vec<T, CjV>*>(data_ + cj_off) = cj_v;
+    } else {
+#pragma unroll
+      for (int cj_k = 0; cj_k < CjV; ++cj_k) data_[cj_off + cj_k] = cj_v[cj_k];
+    }
   }
 
 #if !defined(CJ_DEBUG)
@@ -513,8 +558,11 @@ __device__ __forceinline__ void for_each_run(const Array<CjT, CjN, CjL>& cj_a, C
   if (cj_cols == 0) return;
   const long long cj_runs = cj_a.numel() / cj_cols * ((cj_cols + CjV - 1) / CjV);
   // 32-bit division where every position fits (an expanded array may have more elements than
-  // its offsets suggest).
-  if (cj_a.numel() <= 0x7fffffffLL)
+  // its offsets suggest). An index32 layout says so when compiling, and then the kernel holds
+  // one loop: the 64-bit one would set the register count for both.
+  if constexpr (CjL::index32)
+    detail::run_loop<int, CjV>(cj_a, cj_cols, cj_runs, cj_f);
+  else if (cj_a.numel() <= 0x7fffffffLL)
     detail::run_loop<int, CjV>(cj_a, cj_cols, cj_runs, cj_f);
   else
     detail::run_loop<long long, CjV>(cj_a, cj_cols, cj_runs, cj_f);
