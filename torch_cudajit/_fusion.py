@@ -64,6 +64,15 @@ def _same(a, b) -> bool:
     return bool(statically_known_true(a == b))
 
 
+def _multiple_of(x, n: int) -> bool:
+    """Whether a size or stride is a multiple of n for every value its symbols may take (a
+    stride T * 64 is a multiple of 8 whatever T is); adds no guard."""
+    if isinstance(x, int):
+        return x % n == 0
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+    return bool(statically_known_true(x % n == 0))
+
+
 def _same_shape(a, b) -> bool:
     return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
 
@@ -840,7 +849,7 @@ class _Emitter:
         row-major. Their runs move as vectors (load_aligned_run), where the data pointer's
         alignment, a key bit, allows."""
         shape = self.g.shape
-        if type(shape[-1]) is not int or shape[-1] % RUN:
+        if not _multiple_of(shape[-1], RUN):
             return set()
         aligned = {f"out{i}" for i, (m, _, order) in enumerate(self.plan.outputs)
                    if m.level == "e" and order is None}
@@ -855,8 +864,8 @@ class _Emitter:
                     strides.append(0)  # expanded (or of size 1): the coordinate adds nothing
                 else:
                     strides.append(v.stride(d - lead))
-            if strides[-1] == 1 and type(strides[-1]) is int and all(
-                    type(st) is int and st % RUN == 0 for st in strides[:-1]):
+            if type(strides[-1]) is int and strides[-1] == 1 and all(
+                    _multiple_of(st, RUN) for st in strides[:-1]):
                 aligned.add(inp.name)
         return aligned
 

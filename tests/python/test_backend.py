@@ -156,9 +156,40 @@ def test_runs_known_whole_and_aligned_move_as_vectors_without_checks(name):
 
 
 def test_runs_of_symbolic_strides_are_not_assumed_aligned():
+    """Every size symbolic, the last among them: no run is known whole."""
     c = compiled(lambda x, y: x.transpose(0, 1) * y, ((5, 6, 40), torch.float32),
                  ((6, 5, 40), torch.float32), dynamic=True)
     assert "cj::for_each_run<8>" in c.source and "aligned_run" not in c.source, c.source
+
+
+def test_symbolic_strides_that_are_multiples_of_8_for_every_size_keep_aligned_runs():
+    """Batch and tokens symbolic, the head dimension a number (Dynamo's automatic dynamic
+    shapes): q's row stride 192 * T is a multiple of 8 whatever T is, so q's runs, the table's
+    and the output's are aligned; the graph gains no guard."""
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env, static_shapes=False)
+
+    def fake(shape, dynamic):
+        context = StatelessSymbolicContext(
+            dynamic_sizes=[DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dynamic])
+        return mode.from_tensor(torch.empty(shape, device="meta", dtype=torch.bfloat16),
+                                symbolic_context=context)
+
+    qkv, table = fake((4, 12, 3 * 64), [True, True, False]), fake((12, 64), [True, False])
+
+    def rotary(qkv, table):
+        q = qkv[..., :64]
+        return torch.cat((-q[..., 32:], q[..., :32]), -1) * table + q
+
+    with mode:
+        gm = make_fx(rotary, decomposition_table=decompositions(), tracing_mode="fake")(qkv, table)
+    guards = len(env.guards)
+    c = compile_graph(gm, arch=90)
+    assert len(env.guards) == guards
+    loads = set(re.findall(r"(\w+)\.template load_(?:aligned_)?run<8>", c.source))
+    aligned = set(re.findall(r"(\w+)\.template (?:load|store)_aligned_run<8>", c.source))
+    assert loads and loads | {"out0"} == aligned, c.source
 
 
 def test_values_constant_along_a_run_are_loaded_and_computed_once_a_run():
