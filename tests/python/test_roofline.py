@@ -186,6 +186,12 @@ def test_aligned_runs_are_vector_accesses_alone_where_the_pointer_is_aligned(dty
     unaligned = torch.empty(4 * 6 * 24 + 1, dtype=dtype)[1:].view(4, 6, 24)
     ptx_x = k.compile(t, unaligned, t, 2.0, arch="sm_90").ptx
     assert re.search(scalar, ptx_x) and 0 < vector_loads(ptx_x) < vector_loads(ptx)
+    # Debug mode compiles the check of the promise (last stride 1, offset a multiple of V).
+    ptx = cj.jit(ALIGNED_RUNS, debug=True).compile(t, t, t, 2.0, arch="sm_90").ptx
+    strings = [bytes(int(b) for b in body.split(",")).decode()
+               for body in re.findall(r"\.b8 \$str[^=]*= \{([\d, ]+)\}", ptx)]
+    for what in ("load_aligned_run", "store_aligned_run"):
+        assert any(f"cj::Array::{what}: the last stride is not 1" in x for x in strings), strings
 
 
 def test_grid_stride_detection():
