@@ -535,7 +535,7 @@ class _Emitter:
             if index == "cj_c":  # read only where the lane is in the cat's branch (see above)
                 cat, k = self.branch
                 value = (f"static_cast<unsigned long long>(cj_c - {cat.starts[k]}LL) < "
-                         f"{cat.sizes[k]}ULL ? {value} : {ct}(0)")
+                         f"{cat.sizes[k]}ULL ? {value} : static_cast<{ct}>(0)")
             self.pending.append(f"const {ct} {var} = {value};")
         return var, ct
 
@@ -579,7 +579,7 @@ class _Emitter:
             lines += [inner + p for p in self._take_pending()]
             lines += [f"{inner}{m.var}_b{k} = static_cast<{m.ctype}>({value});", f"{indent}  }}"]
             ends.append(start + size)
-        select = f"{m.ctype}(0)"
+        select = f"static_cast<{m.ctype}>(0)"
         for k in reversed(range(len(ends))):
             select = f"cj_c < {ends[k]}LL ? {m.var}_b{k} : {select}"
         self.branch = None

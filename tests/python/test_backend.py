@@ -112,11 +112,24 @@ def test_a_cat_branch_computes_its_operand_at_its_own_positions(layout):
     assert "static_cast<unsigned long long>(cj_c - 0LL) < 20ULL ?" in branches[first:second]
     assert "(-in" in branches[first:second]
     assert "static_cast<unsigned long long>(cj_c - 20LL) < 20ULL ?" in branches[second:]
-    assert "v2 = cj_c < 20LL ? v2_b0 : cj_c < 40LL ? v2_b1 : float(0);" in branches
+    assert "v2 = cj_c < 20LL ? v2_b0 : cj_c < 40LL ? v2_b1 : static_cast<float>(0);" in branches
     assert " if (" not in branches
     # A branch's input of last stride 1 in the graph is read without a multiply by it.
-    step = " * in1.stride(2)]" in branches
-    assert step == (layout == "transposed"), branches
+    for array in ("in1", "in2"):
+        step = f" * {array}.stride(2)]" in branches
+        assert step == (layout == "transposed"), branches
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool], ids=str)
+def test_cats_of_integer_and_bool_operands_compile(dtype):
+    """A cat's guarded loads and its select in an integer or bool compute type (`long long(0)`
+    is not C++: the zeros are casts)."""
+    c = compiled(lambda i, j: torch.cat((i, j), -1).to(torch.float32) + 1,
+                 ((6, 5, 40), dtype), ((6, 5, 24), dtype))
+    assert len(c.launches) == 1 and "static_cast<unsigned long long>(cj_c - 40LL)" in c.source, c.source
+    c = compiled(lambda i, y: torch.cat((i.float() * 2, y), -1) + 1, ((6, 5, 40), dtype),
+                 ((6, 5, 24), torch.float32))
+    assert len(c.launches) == 1, c.source
 
 
 ALIGNED = {
