@@ -478,6 +478,7 @@ class _Emitter:
         self.run_arrays: list = [] # arrays a run or register pass loads before its lane loop
         self.run_scalars: list = []  # arrays constant along runs: one element loaded a run
         self.branch = None         # (_Cat, k) while writing branch k of a cat
+        self.cat_position = "cj_c"  # what a cat's guards and select compare: see _cat_definition
         self.branch_arrays: list = []  # cat branches' inputs, addressed from the run's row
 
     def new_scope(self):
@@ -533,11 +534,22 @@ class _Emitter:
             self.loaded[(inp.name, index)] = var
             value = f"static_cast<{ct}>({self._element(inp.name, index)})"
             if index == "cj_c":  # read only where the lane is in the cat's branch (see above)
-                cat, k = self.branch
-                value = (f"static_cast<unsigned long long>(cj_c - {cat.starts[k]}LL) < "
-                         f"{cat.sizes[k]}ULL ? {value} : static_cast<{ct}>(0)")
+                value = f"{self._branch_guard()} ? {value} : static_cast<{ct}>(0)"
             self.pending.append(f"const {ct} {var} = {value};")
         return var, ct
+
+    def _branch_guard(self) -> str:
+        """Whether the lane is in the current cat branch. By the run's start where the cat is
+        whole runs (every position is below the row's end, so the first branch needs no lower
+        bound and the last no upper one), by the lane's position otherwise."""
+        cat, k = self.branch
+        start, end = cat.starts[k], cat.starts[k] + cat.sizes[k]
+        pos = self.cat_position
+        if pos == "cj_c":
+            return f"static_cast<unsigned long long>(cj_c - {start}LL) < {cat.sizes[k]}ULL"
+        bounds = ([f"{pos} >= {start}LL"] if k > 0 else []) + \
+            ([f"{pos} < {end}LL"] if k < len(cat.sizes) - 1 else [])
+        return "(" + " && ".join(bounds) + ")" if bounds else "true"
 
     def _branch_input(self, o) -> _Input:
         """A tensor read inside branch k of a cat: an input of its own, expanded to the
@@ -561,6 +573,13 @@ class _Emitter:
         stored, gets 0). Guarded loads compile to predicated loads that the lane loop issues
         together; a branch per lane would wait for each load before the next."""
         cat = self.g.cats[m.node]
+        # Where every branch starts and ends at a multiple of RUN, a run lies in one branch:
+        # the run's start decides for all its lanes, and the guards are the same at every lane
+        # (fewer registers than a guard per lane).
+        whole = self.mode == "run" and all(
+            x % RUN == 0 for x in (*cat.starts, *cat.sizes))
+        position = f"cj_at[{self.rank - 1}]" if whole else "cj_c"
+        enclosing = self.cat_position
         lines = [indent + p for p in self._take_pending()]
         lines += [f"{indent}{m.ctype} {m.var};", f"{indent}{{",
                   f"{indent}  const long long cj_c = cj_at[{self.rank - 1}] + cj_j;"]
@@ -572,6 +591,7 @@ class _Emitter:
             # once in each.
             lines += [f"{indent}  {m.ctype} {m.var}_b{k};", f"{indent}  {{"]
             self.branch = (cat, k)
+            self.cat_position = position  # (a cat inside the branch sets its own)
             self.new_scope()
             for b in self._closure([t], self.g.members.values(), branch=k):
                 lines.append(self._define(b, inner))
@@ -579,10 +599,12 @@ class _Emitter:
             lines += [inner + p for p in self._take_pending()]
             lines += [f"{inner}{m.var}_b{k} = static_cast<{m.ctype}>({value});", f"{indent}  }}"]
             ends.append(start + size)
-        select = f"static_cast<{m.ctype}>(0)"
-        for k in reversed(range(len(ends))):
-            select = f"cj_c < {ends[k]}LL ? {m.var}_b{k} : {select}"
+        # Whole runs: no lane is past the row's end, so the last branch is the default.
+        select = f"{m.var}_b{len(ends) - 1}" if whole else f"static_cast<{m.ctype}>(0)"
+        for k in reversed(range(len(ends) - 1 if whole else len(ends))):
+            select = f"{position} < {ends[k]}LL ? {m.var}_b{k} : {select}"
         self.branch = None
+        self.cat_position = enclosing
         self.loaded = outer
         lines += [f"{indent}  {m.var} = {select};", f"{indent}}}"]
         return "\n".join(lines)

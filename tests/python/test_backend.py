@@ -120,13 +120,27 @@ def test_a_cat_branch_computes_its_operand_at_its_own_positions(layout):
         assert step == (layout == "transposed"), branches
 
 
+def test_a_cat_of_whole_runs_guards_and_selects_by_the_runs_start():
+    """Branches 16, 24 and 24 wide: every run of 8 lies in one branch, so the run's start
+    (cj_at[2]) decides for all its lanes; the first branch has no lower bound, the last no
+    upper one and is the select's default."""
+    c = compiled(lambda x, y: torch.cat((x[..., :16] * 2, y, -x[..., 16:]), -1).exp(),
+                 ((6, 5, 40), torch.float32), ((6, 5, 24), torch.float32))
+    body = c.source.split("const long long cj_c = cj_at[2] + cj_j;")[1]
+    assert "(cj_at[2] < 16LL) ?" in body and "(cj_at[2] >= 16LL && cj_at[2] < 40LL) ?" in body
+    assert "(cj_at[2] >= 40LL) ?" in body, c.source
+    assert re.search(r"v\d+ = cj_at\[2\] < 16LL \? (v\d+)_b0 : cj_at\[2\] < 40LL \? \1_b1 : \1_b2;",
+                     body), c.source
+    assert "unsigned long long" not in body
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool], ids=str)
 def test_cats_of_integer_and_bool_operands_compile(dtype):
     """A cat's guarded loads and its select in an integer or bool compute type (`long long(0)`
     is not C++: the zeros are casts)."""
     c = compiled(lambda i, j: torch.cat((i, j), -1).to(torch.float32) + 1,
-                 ((6, 5, 40), dtype), ((6, 5, 24), dtype))
-    assert len(c.launches) == 1 and "static_cast<unsigned long long>(cj_c - 40LL)" in c.source, c.source
+                 ((6, 5, 36), dtype), ((6, 5, 28), dtype))
+    assert len(c.launches) == 1 and "static_cast<unsigned long long>(cj_c - 36LL)" in c.source, c.source
     c = compiled(lambda i, y: torch.cat((i.float() * 2, y), -1) + 1, ((6, 5, 40), dtype),
                  ((6, 5, 24), torch.float32))
     assert len(c.launches) == 1, c.source
