@@ -576,8 +576,7 @@ class _Emitter:
         # Where every branch starts and ends at a multiple of RUN, a run lies in one branch:
         # the run's start decides for all its lanes, and the guards are the same at every lane
         # (fewer registers than a guard per lane).
-        whole = self.mode == "run" and all(
-            x % RUN == 0 for x in (*cat.starts, *cat.sizes))
+        whole = self.mode == "run" and all(size % RUN == 0 for size in cat.sizes)
         position = f"cj_at[{self.rank - 1}]" if whole else "cj_c"
         enclosing = self.cat_position
         lines = [indent + p for p in self._take_pending()]
@@ -585,8 +584,7 @@ class _Emitter:
                   f"{indent}  const long long cj_c = cj_at[{self.rank - 1}] + cj_j;"]
         outer = self.loaded
         inner = indent + "    "
-        ends = []
-        for k, (t, start, size) in enumerate(zip(cat.operands, cat.starts, cat.sizes)):
+        for k, t in enumerate(cat.operands):
             # Each branch in a block of its own: members it shares with another are defined
             # once in each.
             lines += [f"{indent}  {m.ctype} {m.var}_b{k};", f"{indent}  {{"]
@@ -598,11 +596,11 @@ class _Emitter:
             value, _ = self.operand(t, "e")
             lines += [inner + p for p in self._take_pending()]
             lines += [f"{inner}{m.var}_b{k} = static_cast<{m.ctype}>({value});", f"{indent}  }}"]
-            ends.append(start + size)
         # Whole runs: no lane is past the row's end, so the last branch is the default.
-        select = f"{m.var}_b{len(ends) - 1}" if whole else f"static_cast<{m.ctype}>(0)"
-        for k in reversed(range(len(ends) - 1 if whole else len(ends))):
-            select = f"{position} < {ends[k]}LL ? {m.var}_b{k} : {select}"
+        last = len(cat.operands) - 1
+        select = f"{m.var}_b{last}" if whole else f"static_cast<{m.ctype}>(0)"
+        for k in reversed(range(last if whole else last + 1)):
+            select = f"{position} < {cat.starts[k] + cat.sizes[k]}LL ? {m.var}_b{k} : {select}"
         self.branch = None
         self.cat_position = enclosing
         self.loaded = outer

@@ -293,14 +293,7 @@ struct Array {
 #if defined(CJ_DEBUG)
     if (!detail::check_vector(cj_at, CjV, numel())) return Vec<CjE, CjV>{};
 #endif
-    if constexpr (detail::vector_ok<CjE, CjV>(L::aligned16)) {
-      return *reinterpret_cast<const Vec<CjE, CjV>*>(data_ + cj_flat);
-    } else {
-      Vec<CjE, CjV> cj_v;
-#pragma unroll
-      for (int cj_k = 0; cj_k < CjV; ++cj_k) cj_v[cj_k] = data_[cj_flat + cj_k];
-      return cj_v;
-    }
+    return load_consecutive<CjV, detail::vector_ok<CjE, CjV>(L::aligned16)>(cj_flat);
   }
 
   /// Stores V consecutive elements at row-major position `flat` (see load).
@@ -311,12 +304,7 @@ struct Array {
 #if defined(CJ_DEBUG)
     if (!detail::check_vector(cj_at, CjV, numel())) return;
 #endif
-    if constexpr (detail::vector_ok<T, CjV>(L::aligned16)) {
-      *reinterpret_cast<Vec<T, CjV>*>(data_ + cj_flat) = cj_v;
-    } else {
-#pragma unroll
-      for (int cj_k = 0; cj_k < CjV; ++cj_k) data_[cj_flat + cj_k] = cj_v[cj_k];
-    }
+    store_consecutive<CjV, detail::vector_ok<T, CjV>(L::aligned16)>(cj_flat, cj_v);
   }
 
   /// A run: the `len` elements (at most V) at offset `off`, `off + inner_stride()`, ... along the
@@ -368,14 +356,7 @@ struct Array {
     cj_assert(inner_stride() == 1 && cj_off % CjV == 0,
               "cj::Array::load_aligned_run: the last stride is not 1 or the offset not a multiple of V");
 #endif
-    if constexpr (L::aligned16 && detail::run_vector<CjE, CjV>()) {
-      return *reinterpret_cast<const Vec<CjE, CjV>*>(data_ + cj_off);
-    } else {
-      Vec<CjE, CjV> cj_v;
-#pragma unroll
-      for (int cj_k = 0; cj_k < CjV; ++cj_k) cj_v[cj_k] = data_[cj_off + cj_k];
-      return cj_v;
-    }
+    return load_consecutive<CjV, L::aligned16 && detail::run_vector<CjE, CjV>()>(cj_off);
   }
 
   /// Stores `v` as the whole run at `off` (see load_aligned_run).
@@ -385,7 +366,29 @@ struct Array {
     cj_assert(inner_stride() == 1 && cj_off % CjV == 0,
               "cj::Array::store_aligned_run: the last stride is not 1 or the offset not a multiple of V");
 #endif
-    if constexpr (L::aligned16 && detail::run_vector<T, CjV>()) {
+    store_consecutive<CjV, L::aligned16 && detail::run_vector<T, CjV>()>(cj_off, cj_v);
+  }
+
+  /// (load, load_aligned_run) V consecutive elements at offset `off`: one access where the
+  /// caller has established that it is a vector access, V element accesses otherwise.
+  template <int CjV, bool CjVector>
+  __device__ __forceinline__ Vec<typename detail::remove_const<T>::type, CjV> load_consecutive(long long cj_off) const {
+    using CjE = typename detail::remove_const<T>::type;
+    if constexpr (CjVector) {
+      return *reinterpret_cast<const Vec<CjE, CjV>*>(data_ + cj_off);
+    } else {
+      Vec<CjE, CjV> cj_v;
+#pragma unroll
+      for (int cj_k = 0; cj_k < CjV; ++cj_k) cj_v[cj_k] = data_[cj_off + cj_k];
+      return cj_v;
+    }
+  }
+
+  /// (store, store_aligned_run) Stores `v` as the V consecutive elements at `off` (see
+  /// load_consecutive).
+  template <int CjV, bool CjVector>
+  __device__ __forceinline__ void store_consecutive(long long cj_off, const Vec<T, CjV>& cj_v) const {
+    if constexpr (CjVector) {
       *reinterpret_cast<Vec<T, CjV>*>(data_ + cj_off) = cj_v;
     } else {
 #pragma unroll
@@ -560,12 +563,13 @@ __device__ __forceinline__ void for_each_run(const Array<CjT, CjN, CjL>& cj_a, C
   // 32-bit division where every position fits (an expanded array may have more elements than
   // its offsets suggest). An index32 layout says so when compiling, and then the kernel holds
   // one loop: the 64-bit one would set the register count for both.
-  if constexpr (CjL::index32)
-    detail::run_loop<int, CjV>(cj_a, cj_cols, cj_runs, cj_f);
-  else if (cj_a.numel() <= 0x7fffffffLL)
-    detail::run_loop<int, CjV>(cj_a, cj_cols, cj_runs, cj_f);
-  else
-    detail::run_loop<long long, CjV>(cj_a, cj_cols, cj_runs, cj_f);
+  if constexpr (!CjL::index32) {
+    if (cj_a.numel() > 0x7fffffffLL) {
+      detail::run_loop<long long, CjV>(cj_a, cj_cols, cj_runs, cj_f);
+      return;
+    }
+  }
+  detail::run_loop<int, CjV>(cj_a, cj_cols, cj_runs, cj_f);
 }
 
 /// out[i] = f(in[i]...) for every element, in row-major order, spread over the whole grid.
