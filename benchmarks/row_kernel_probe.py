@@ -9,7 +9,9 @@ cudajit backend compiling the same function, in one run:
   per block along y, a block per `rows` rows (the backend's row kernels today are `L16 R1`);
 - `... persistent`: as many blocks as fit on the GPU at once, each looping over rows;
 - `... next`: persistent, and each thread loads its part of the next row before reducing the
-  current one (two rows in flight per thread).
+  current one (two rows in flight per thread);
+- `... cs`: the row's loads and stores streaming (`__ldcs`/`__stcs`: evict first, as data read
+  or written once), `cs-load` and `cs-store` one of the two.
 
 Floor: bytes moved (the input read once, the output written once, the weight once) over the
 bandwidth of a large device-to-device copy measured in the same run. The inputs rotate over
@@ -48,16 +50,34 @@ __device__ __forceinline__ float row_sum(float s) {
   for (int w = 0; w < (int)blockDim.x / 32; ++w) s += part[threadIdx.y][w];
   return s;
 }
-template <int LANES>
+// HINT: 0 plain loads and stores; 1 the row's loads and stores streaming (ld.global.cs and
+// st.global.cs: evict first, the data is used once); 2 streaming loads only; 3 streaming stores
+// only.
+template <int HINT>
+__device__ __forceinline__ V8 load8(const __nv_bfloat16* p) {
+  if (HINT == 1 || HINT == 2) {
+    const int4 t = __ldcs(reinterpret_cast<const int4*>(p));
+    return *reinterpret_cast<const V8*>(&t);
+  }
+  return *reinterpret_cast<const V8*>(p);
+}
+template <int HINT>
+__device__ __forceinline__ void store8(__nv_bfloat16* p, const V8& v) {
+  if (HINT == 1 || HINT == 3)
+    __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&v));
+  else
+    *reinterpret_cast<V8*>(p) = v;
+}
+template <int LANES, int HINT>
 __device__ __forceinline__ void load_row(V8 (&r)[LANES / 8], const __nv_bfloat16* __restrict__ x,
                                          long long row, int cols) {
 #pragma unroll
   for (int u = 0; u < LANES / 8; ++u) {
     const int c = (u * blockDim.x + threadIdx.x) * 8;
-    if (c < cols) r[u] = *reinterpret_cast<const V8*>(x + row * cols + c);
+    if (c < cols) r[u] = load8<HINT>(x + row * cols + c);
   }
 }
-template <int LANES>
+template <int LANES, int HINT>
 __device__ __forceinline__ void norm_row(const V8 (&r)[LANES / 8], __nv_bfloat16* __restrict__ y,
                                          const __nv_bfloat16* __restrict__ w, long long row,
                                          int cols, float inv) {
@@ -70,7 +90,7 @@ __device__ __forceinline__ void norm_row(const V8 (&r)[LANES / 8], __nv_bfloat16
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         o.v[j] = __float2bfloat16(__bfloat162float(r[u].v[j]) * inv * __bfloat162float(wv.v[j]));
-      *reinterpret_cast<V8*>(y + row * cols + c) = o;
+      store8<HINT>(y + row * cols + c, o);
     }
   }
 }
@@ -89,35 +109,38 @@ __device__ __forceinline__ float sum_sq(const V8 (&r)[LANES / 8], int cols) {
   return s;
 }
 // NEXT: load the block's next row before reducing this one.
-template <int LANES, int ROWS, bool NEXT>
+template <int LANES, int ROWS, bool NEXT, int HINT>
 __global__ void __launch_bounds__(512) rms(__nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ x,
                     const __nv_bfloat16* __restrict__ w, long long rows, int cols, float eps) {
   const long long stride = (long long)gridDim.x * ROWS;
   long long row = (long long)blockIdx.x * ROWS + threadIdx.y;
   V8 r[LANES / 8], n[LANES / 8];
-  if (row < rows) load_row<LANES>(r, x, row, cols);
+  if (row < rows) load_row<LANES, HINT>(r, x, row, cols);
   // The loop's trip count is the same for every row of a block (rows pads to ROWS), so the
   // barriers in row_sum are reached by all threads.
   for (long long base = (long long)blockIdx.x * ROWS; base < rows; base += stride, row += stride) {
-    if (NEXT && row + stride < rows) load_row<LANES>(n, x, row + stride, cols);
+    if (NEXT && row + stride < rows) load_row<LANES, HINT>(n, x, row + stride, cols);
     const float inv = rsqrtf(row_sum<ROWS>(sum_sq<LANES>(r, cols)) / cols + eps);
-    if (row < rows) norm_row<LANES>(r, y, w, row, cols, inv);
+    if (row < rows) norm_row<LANES, HINT>(r, y, w, row, cols, inv);
     if (NEXT) {
 #pragma unroll
       for (int u = 0; u < LANES / 8; ++u) r[u] = n[u];
     } else if (row + stride < rows) {
-      load_row<LANES>(r, x, row + stride, cols);
+      load_row<LANES, HINT>(r, x, row + stride, cols);
     }
   }
 }
 """
 
-# (tag, lanes, rows per block, persistent, next)
-VARIANTS = [("L16 R1", 16, 1, False, False), ("L8 R1", 8, 1, False, False),
-            ("L32 R4", 32, 4, False, False), ("L16 R4", 16, 4, False, False),
-            ("L8 R2", 8, 2, False, False), ("L32 R8", 32, 8, False, False),
-            ("L16 R4 persistent", 16, 4, True, False), ("L16 R4 next", 16, 4, True, True),
-            ("L32 R4 next", 32, 4, True, True), ("L8 R2 next", 8, 2, True, True)]
+# (tag, lanes, rows per block, persistent, next, cache hint)
+VARIANTS = [("L16 R1", 16, 1, False, False, 0), ("L8 R1", 8, 1, False, False, 0),
+            ("L32 R4", 32, 4, False, False, 0), ("L16 R4", 16, 4, False, False, 0),
+            ("L8 R2", 8, 2, False, False, 0), ("L32 R8", 32, 8, False, False, 0),
+            ("L16 R4 persistent", 16, 4, True, False, 0), ("L16 R4 next", 16, 4, True, True, 0),
+            ("L32 R4 next", 32, 4, True, True, 0), ("L8 R2 next", 8, 2, True, True, 0),
+            ("L16 R1 cs", 16, 1, False, False, 1), ("L16 R1 cs-load", 16, 1, False, False, 2),
+            ("L16 R1 cs-store", 16, 1, False, False, 3), ("L8 R1 cs", 8, 1, False, False, 1),
+            ("L16 R4 cs", 16, 4, False, False, 1)]
 
 
 def main():
@@ -126,7 +149,8 @@ def main():
     ap.add_argument("--cols", default="1024,768")
     args = ap.parse_args()
     import torch_cudajit  # noqa: F401  (registers the backend)
-    exprs = [f"rms<{lanes}, {r}, {'true' if nx else 'false'}>" for _, lanes, r, _, nx in VARIANTS]
+    exprs = [f"rms<{lanes}, {r}, {'true' if nx else 'false'}, {hint}>"
+             for _, lanes, r, _, nx, hint in VARIANTS]
     mod = cupy.RawModule(code=SRC, options=("-std=c++17", "-I/usr/local/cuda/include"),
                          name_expressions=exprs)
     props = torch.cuda.get_device_properties(0)
@@ -166,7 +190,7 @@ def main():
             fn = torch.compile(norm, backend=name)
             with torch.no_grad():
                 check(name, lambda x, y, fn=fn: y.copy_(fn(x)), lambda x, y, fn=fn: fn(x))
-        for (tag, lanes, r, persistent, nx), expr in zip(VARIANTS, exprs):
+        for (tag, lanes, r, persistent, nx, _), expr in zip(VARIANTS, exprs):
             f = mod.get_function(expr)
             threads = max(32, (-(-cols // lanes) + 31) // 32 * 32)
             if threads * r > 512 or cols > threads * lanes:
