@@ -13,7 +13,9 @@ the same function, in one run:
 - `U{n}`: n runs a thread, every load of the n runs issued before the first store;
 - `static`: the sizes T, H and D compile-time constants (divisions by constants);
 - `vec`: the rotated half loaded as one vector (D/2 is a multiple of 8, so a run lies in one
-  half).
+  half);
+- `cs`: q's runs loaded and the output stored streaming (`__ldcs`/`__stcs`: evict first),
+  `cs-store` the stores only.
 
 Floor: bytes moved (q's elements read once, the output written once; the tables stay in the L2)
 over the bandwidth of a large device-to-device copy measured in the same run. The inputs rotate
@@ -34,9 +36,27 @@ SRC = r"""
 #include <cuda_bf16.h>
 struct alignas(16) V8 { __nv_bfloat16 v[8]; };
 
+// HINT: 0 plain accesses; 1 q's runs loaded and the output stored streaming (ld.global.cs and
+// st.global.cs: evict first); 2 only the stores streaming.
+template <int HINT>
+__device__ __forceinline__ V8 load8(const __nv_bfloat16* p) {
+  if (HINT == 1) {
+    const int4 t = __ldcs(reinterpret_cast<const int4*>(p));
+    return *reinterpret_cast<const V8*>(&t);
+  }
+  return *reinterpret_cast<const V8*>(p);
+}
+template <int HINT>
+__device__ __forceinline__ void store8(__nv_bfloat16* p, const V8& v) {
+  if (HINT != 0)
+    __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&v));
+  else
+    *reinterpret_cast<V8*>(p) = v;
+}
+
 // out (B, T, H, D) = q * cos + rotate_half(q) * sin, rotate_half(q) = cat(-q[.., D/2:], q[.., :D/2]).
 // A run is 8 consecutive elements along D; run r of the contiguous output starts at r * 8.
-template <int U, bool VEC, bool STATIC, int TT, int HH, int DD>
+template <int U, bool VEC, bool STATIC, int HINT, int TT, int HH, int DD>
 __global__ void __launch_bounds__(256) rotary(
     __nv_bfloat16* __restrict__ out, const __nv_bfloat16* __restrict__ q,
     const __nv_bfloat16* __restrict__ cs, const __nv_bfloat16* __restrict__ sn, long long runs,
@@ -61,7 +81,7 @@ __global__ void __launch_bounds__(256) rotary(
       col[u] = run * 8;
       base[u] = b * q_stride_b + t * q_stride_t + static_cast<long long>(h) * D;
       if (r < runs) {
-        x[u] = *reinterpret_cast<const V8*>(q + base[u] + col[u]);
+        x[u] = load8<HINT>(q + base[u] + col[u]);
         c[u] = *reinterpret_cast<const V8*>(cs + static_cast<long long>(t) * D + col[u]);
         s[u] = *reinterpret_cast<const V8*>(sn + static_cast<long long>(t) * D + col[u]);
         if (VEC)
@@ -84,16 +104,18 @@ __global__ void __launch_bounds__(256) rotary(
         y.v[j] = __float2bfloat16(__bfloat162float(x[u].v[j]) * __bfloat162float(c[u].v[j]) +
                                   rot * __bfloat162float(s[u].v[j]));
       }
-      *reinterpret_cast<V8*>(out + r * 8) = y;
+      store8<HINT>(out + r * 8, y);
     }
   }
 }
 """
 
-# (tag, runs a thread, vector rotated half, static sizes)
-VARIANTS = [("U1", 1, False, False), ("U1 static", 1, False, True), ("U1 static vec", 1, True, True),
-            ("U2 static vec", 2, True, True), ("U4 static vec", 4, True, True),
-            ("U4 vec", 4, True, False), ("U2", 2, False, False)]
+# (tag, runs a thread, vector rotated half, static sizes, cache hint)
+VARIANTS = [("U1", 1, False, False, 0), ("U1 static", 1, False, True, 0),
+            ("U1 static vec", 1, True, True, 0), ("U2 static vec", 2, True, True, 0),
+            ("U4 static vec", 4, True, True, 0), ("U4 vec", 4, True, False, 0),
+            ("U2", 2, False, False, 0), ("U1 cs", 1, False, False, 1),
+            ("U1 cs-store", 1, False, False, 2), ("U1 static vec cs", 1, True, True, 1)]
 BLOCK = 256
 
 
@@ -114,8 +136,9 @@ def kernels(t: int, h: int, d: int):
     """The variants as torch_cudajit kernels: (tag, kernel, runs a thread)."""
     import torch_cudajit as cj
     out = []
-    for tag, u, vec, static in VARIANTS:
-        args = f"{u}, {'true' if vec else 'false'}, {'true' if static else 'false'}, {t}, {h}, {d}"
+    for tag, u, vec, static, hint in VARIANTS:
+        args = (f"{u}, {'true' if vec else 'false'}, {'true' if static else 'false'}, {hint}, "
+                f"{t}, {h}, {d}")
         out.append((tag, cj.jit(SRC, template_args=args, std="c++17"), u))
     return out
 
