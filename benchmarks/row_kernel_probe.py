@@ -5,8 +5,10 @@ Hand-written RMSNorm kernels (bf16 rows, fp32 sums, 16-byte loads, every load of
 before its reduction), compiled with CuPy's RawModule, beside eager torch, Inductor and the
 cudajit backend compiling the same function, in one run:
 
-- `L{lanes} R{rows}`: `lanes` elements per thread (cols / lanes threads along x), `rows` rows
-  per block along y, a block per `rows` rows (the backend's row kernels today are `L16 R1`);
+- `L{lanes} R{rows}`: `lanes` elements per thread (cols / lanes threads along x, 16-byte
+  accesses, 8-byte ones for `L4`), `rows` rows per block along y, a block per `rows` rows (the
+  backend's row kernels today are `L16 R1`; Inductor's RMSNorm over 1024 columns, a persistent
+  reduction with 8 warps a row, is `L4 R1`);
 - `... persistent`: as many blocks as fit on the GPU at once, each looping over rows;
 - `... next`: persistent, and each thread loads its part of the next row before reducing the
   current one (two rows in flight per thread);
@@ -35,7 +37,12 @@ from _probe_timing import time_ms  # noqa: E402
 
 SRC = r"""
 #include <cuda_bf16.h>
-struct alignas(16) V8 { __nv_bfloat16 v[8]; };
+// E elements moved as one access: 8 (16 bytes), or 4 where a thread holds 4 (8 bytes).
+template <int E> struct alignas(2 * E) VE { __nv_bfloat16 v[E]; };
+template <int E> struct Bits;
+template <> struct Bits<8> { using type = int4; };
+template <> struct Bits<4> { using type = int2; };
+template <int LANES> __host__ __device__ constexpr int width() { return LANES < 8 ? LANES : 8; }
 // Sum over the threads along x of one row (a warp, or several through shared memory).
 template <int ROWS>
 __device__ __forceinline__ float row_sum(float s) {
@@ -53,55 +60,62 @@ __device__ __forceinline__ float row_sum(float s) {
 // HINT: 0 plain loads and stores; 1 the row's loads and stores streaming (ld.global.cs and
 // st.global.cs: evict first, the data is used once); 2 streaming loads only; 3 streaming stores
 // only.
-template <int HINT>
-__device__ __forceinline__ V8 load8(const __nv_bfloat16* p) {
+template <int E, int HINT>
+__device__ __forceinline__ VE<E> load_e(const __nv_bfloat16* p) {
+  using B = typename Bits<E>::type;
   if (HINT == 1 || HINT == 2) {
-    const int4 t = __ldcs(reinterpret_cast<const int4*>(p));
-    return *reinterpret_cast<const V8*>(&t);
+    const B t = __ldcs(reinterpret_cast<const B*>(p));
+    return *reinterpret_cast<const VE<E>*>(&t);
   }
-  return *reinterpret_cast<const V8*>(p);
+  return *reinterpret_cast<const VE<E>*>(p);
 }
-template <int HINT>
-__device__ __forceinline__ void store8(__nv_bfloat16* p, const V8& v) {
+template <int E, int HINT>
+__device__ __forceinline__ void store_e(__nv_bfloat16* p, const VE<E>& v) {
+  using B = typename Bits<E>::type;
   if (HINT == 1 || HINT == 3)
-    __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&v));
+    __stcs(reinterpret_cast<B*>(p), *reinterpret_cast<const B*>(&v));
   else
-    *reinterpret_cast<V8*>(p) = v;
+    *reinterpret_cast<VE<E>*>(p) = v;
 }
 template <int LANES, int HINT>
-__device__ __forceinline__ void load_row(V8 (&r)[LANES / 8], const __nv_bfloat16* __restrict__ x,
-                                         long long row, int cols) {
+__device__ __forceinline__ void load_row(VE<width<LANES>()> (&r)[LANES / width<LANES>()],
+                                         const __nv_bfloat16* __restrict__ x, long long row, int cols) {
+  constexpr int E = width<LANES>();
 #pragma unroll
-  for (int u = 0; u < LANES / 8; ++u) {
-    const int c = (u * blockDim.x + threadIdx.x) * 8;
-    if (c < cols) r[u] = load8<HINT>(x + row * cols + c);
+  for (int u = 0; u < LANES / E; ++u) {
+    const int c = (u * blockDim.x + threadIdx.x) * E;
+    if (c < cols) r[u] = load_e<E, HINT>(x + row * cols + c);
   }
 }
 template <int LANES, int HINT>
-__device__ __forceinline__ void norm_row(const V8 (&r)[LANES / 8], __nv_bfloat16* __restrict__ y,
+__device__ __forceinline__ void norm_row(const VE<width<LANES>()> (&r)[LANES / width<LANES>()],
+                                         __nv_bfloat16* __restrict__ y,
                                          const __nv_bfloat16* __restrict__ w, long long row,
                                          int cols, float inv) {
+  constexpr int E = width<LANES>();
 #pragma unroll
-  for (int u = 0; u < LANES / 8; ++u) {
-    const int c = (u * blockDim.x + threadIdx.x) * 8;
+  for (int u = 0; u < LANES / E; ++u) {
+    const int c = (u * blockDim.x + threadIdx.x) * E;
     if (c < cols) {
-      const V8 wv = *reinterpret_cast<const V8*>(w + c);
-      V8 o;
+      const VE<E> wv = *reinterpret_cast<const VE<E>*>(w + c);
+      VE<E> o;
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < E; ++j)
         o.v[j] = __float2bfloat16(__bfloat162float(r[u].v[j]) * inv * __bfloat162float(wv.v[j]));
-      store8<HINT>(y + row * cols + c, o);
+      store_e<E, HINT>(y + row * cols + c, o);
     }
   }
 }
 template <int LANES>
-__device__ __forceinline__ float sum_sq(const V8 (&r)[LANES / 8], int cols) {
+__device__ __forceinline__ float sum_sq(const VE<width<LANES>()> (&r)[LANES / width<LANES>()],
+                                       int cols) {
+  constexpr int E = width<LANES>();
   float s = 0.f;
 #pragma unroll
-  for (int u = 0; u < LANES / 8; ++u) {
-    const int c = (u * blockDim.x + threadIdx.x) * 8;
+  for (int u = 0; u < LANES / E; ++u) {
+    const int c = (u * blockDim.x + threadIdx.x) * E;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < E; ++j) {
       const float v = __bfloat162float(r[u].v[j]);
       if (c < cols) s += v * v;
     }
@@ -114,7 +128,7 @@ __global__ void __launch_bounds__(512) rms(__nv_bfloat16* __restrict__ y, const 
                     const __nv_bfloat16* __restrict__ w, long long rows, int cols, float eps) {
   const long long stride = (long long)gridDim.x * ROWS;
   long long row = (long long)blockIdx.x * ROWS + threadIdx.y;
-  V8 r[LANES / 8], n[LANES / 8];
+  VE<width<LANES>()> r[LANES / width<LANES>()], n[LANES / width<LANES>()];
   if (row < rows) load_row<LANES, HINT>(r, x, row, cols);
   // The loop's trip count is the same for every row of a block (rows pads to ROWS), so the
   // barriers in row_sum are reached by all threads.
@@ -124,7 +138,7 @@ __global__ void __launch_bounds__(512) rms(__nv_bfloat16* __restrict__ y, const 
     if (row < rows) norm_row<LANES, HINT>(r, y, w, row, cols, inv);
     if (NEXT) {
 #pragma unroll
-      for (int u = 0; u < LANES / 8; ++u) r[u] = n[u];
+      for (int u = 0; u < LANES / width<LANES>(); ++u) r[u] = n[u];
     } else if (row + stride < rows) {
       load_row<LANES, HINT>(r, x, row + stride, cols);
     }
@@ -140,7 +154,8 @@ VARIANTS = [("L16 R1", 16, 1, False, False, 0), ("L8 R1", 8, 1, False, False, 0)
             ("L32 R4 next", 32, 4, True, True, 0), ("L8 R2 next", 8, 2, True, True, 0),
             ("L16 R1 cs", 16, 1, False, False, 1), ("L16 R1 cs-load", 16, 1, False, False, 2),
             ("L16 R1 cs-store", 16, 1, False, False, 3), ("L8 R1 cs", 8, 1, False, False, 1),
-            ("L16 R4 cs", 16, 4, False, False, 1)]
+            ("L16 R4 cs", 16, 4, False, False, 1), ("L4 R1", 4, 1, False, False, 0),
+            ("L4 R2", 4, 2, False, False, 0)]
 
 
 def main():
