@@ -43,6 +43,8 @@ template <int E> struct Bits;
 template <> struct Bits<8> { using type = int4; };
 template <> struct Bits<4> { using type = int2; };
 template <int LANES> __host__ __device__ constexpr int width() { return LANES < 8 ? LANES : 8; }
+// A thread's LANES elements of a row, in accesses of width<LANES>() elements.
+template <int LANES> using Part = VE<width<LANES>()>[LANES / width<LANES>()];
 // Sum over the threads along x of one row (a warp, or several through shared memory).
 template <int ROWS>
 __device__ __forceinline__ float row_sum(float s) {
@@ -78,8 +80,8 @@ __device__ __forceinline__ void store_e(__nv_bfloat16* p, const VE<E>& v) {
     *reinterpret_cast<VE<E>*>(p) = v;
 }
 template <int LANES, int HINT>
-__device__ __forceinline__ void load_row(VE<width<LANES>()> (&r)[LANES / width<LANES>()],
-                                         const __nv_bfloat16* __restrict__ x, long long row, int cols) {
+__device__ __forceinline__ void load_row(Part<LANES>& r, const __nv_bfloat16* __restrict__ x,
+                                         long long row, int cols) {
   constexpr int E = width<LANES>();
 #pragma unroll
   for (int u = 0; u < LANES / E; ++u) {
@@ -88,8 +90,7 @@ __device__ __forceinline__ void load_row(VE<width<LANES>()> (&r)[LANES / width<L
   }
 }
 template <int LANES, int HINT>
-__device__ __forceinline__ void norm_row(const VE<width<LANES>()> (&r)[LANES / width<LANES>()],
-                                         __nv_bfloat16* __restrict__ y,
+__device__ __forceinline__ void norm_row(const Part<LANES>& r, __nv_bfloat16* __restrict__ y,
                                          const __nv_bfloat16* __restrict__ w, long long row,
                                          int cols, float inv) {
   constexpr int E = width<LANES>();
@@ -107,8 +108,7 @@ __device__ __forceinline__ void norm_row(const VE<width<LANES>()> (&r)[LANES / w
   }
 }
 template <int LANES>
-__device__ __forceinline__ float sum_sq(const VE<width<LANES>()> (&r)[LANES / width<LANES>()],
-                                       int cols) {
+__device__ __forceinline__ float sum_sq(const Part<LANES>& r, int cols) {
   constexpr int E = width<LANES>();
   float s = 0.f;
 #pragma unroll
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(512) rms(__nv_bfloat16* __restrict__ y, const 
                     const __nv_bfloat16* __restrict__ w, long long rows, int cols, float eps) {
   const long long stride = (long long)gridDim.x * ROWS;
   long long row = (long long)blockIdx.x * ROWS + threadIdx.y;
-  VE<width<LANES>()> r[LANES / width<LANES>()], n[LANES / width<LANES>()];
+  Part<LANES> r, n;
   if (row < rows) load_row<LANES, HINT>(r, x, row, cols);
   // The loop's trip count is the same for every row of a block (rows pads to ROWS), so the
   // barriers in row_sum are reached by all threads.
