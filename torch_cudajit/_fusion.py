@@ -245,6 +245,7 @@ class Partition:
             if node.op == "call_function":
                 self._place(node)
         self._absorb_broadcast_groups()
+        self._merge_siblings()
 
     def _absorb_broadcast_groups(self):
         """A pointwise group of a smaller shape whose values only one other group reads (a
@@ -275,6 +276,39 @@ class Partition:
             g.cats.update(h.cats)
             g.members = dict(sorted(g.members.items(), key=lambda kv: self.order[kv[0]]))
             h.members = {}
+
+    def _external_inputs(self, g: Group) -> set:
+        """The tensors `g` reads that it does not compute."""
+        return {x for n in g.members for x in n.all_input_nodes
+                if x not in g.members and not _is_scalar_input(x)}
+
+    def _merge_siblings(self):
+        """Pointwise groups of one shape that read a common tensor and do not depend on each
+        other (the rotary embeddings of q and of k, both reading cos and sin) become one
+        kernel: one launch instead of two, and the common tensor loaded once a position. A
+        group that nothing outside reads is left alone (it stays aten's dead code)."""
+        def live(g):
+            return bool(g.members) and not g.row and any(
+                u not in g.members for n in g.members for u in n.users)
+        for g in self.groups:
+            if not live(g):
+                continue
+            for h in self.groups:
+                if h.index <= g.index or not live(h) or not _same_shape(h.shape, g.shape):
+                    continue
+                reads_g, reads_h = self._external_inputs(g), self._external_inputs(h)
+                if not reads_g & reads_h:
+                    continue
+                if any(self._depends_on_group(x, g) for x in reads_h) or \
+                        any(self._depends_on_group(x, h) for x in reads_g):
+                    continue
+                for n, m in list(g.members.items()) + list(h.members.items()):
+                    m.var = f"v{n.name}"  # (emit numbers them again in graph order)
+                    g.members[n] = m
+                    self.group_of[n] = g
+                g.cats.update(h.cats)
+                g.members = dict(sorted(g.members.items(), key=lambda kv: self.order[kv[0]]))
+                h.members, h.cats = {}, {}
 
     # -- dependencies -----------------------------------------------------------------------
     def _depends_on_group(self, node, group: Group) -> bool:
@@ -480,6 +514,7 @@ class _Emitter:
         self.branch = None         # (_Cat, k) while writing branch k of a cat
         self.cat_position = "cj_c"  # what a cat's guards and select compare: see _cat_definition
         self.branch_arrays: list = []  # cat branches' inputs, addressed from the run's row
+        self.branch_runs: list = []    # (array, storage type, guard, branch start): _branch_run
 
     def new_scope(self):
         self.scope += 1
@@ -532,8 +567,12 @@ class _Emitter:
         if var is None:
             var = f"{inp.name}_{self.scope}"
             self.loaded[(inp.name, index)] = var
-            value = f"static_cast<{ct}>({self._element(inp.name, index)})"
-            if index == "cj_c":  # read only where the lane is in the cat's branch (see above)
+            run = self._branch_run(inp) if index == "cj_c" else None
+            if run is not None:
+                value = f"static_cast<{ct}>({run}[cj_j])"
+            else:
+                value = f"static_cast<{ct}>({self._element(inp.name, index)})"
+            if index == "cj_c" and run is None:  # read only where the lane is in the branch
                 value = f"{self._branch_guard()} ? {value} : static_cast<{ct}>(0)"
             self.pending.append(f"const {ct} {var} = {value};")
         return var, ct
@@ -550,6 +589,27 @@ class _Emitter:
         bounds = ([f"{pos} >= {start}LL"] if k > 0 else []) + \
             ([f"{pos} < {end}LL"] if k < len(cat.sizes) - 1 else [])
         return "(" + " && ".join(bounds) + ")" if bounds else "true"
+
+    def _branch_run(self, inp: _Input):
+        """The name of the run a cat branch's input is read from, loaded whole before the lane
+        loop (one vector access, predicated by the branch's guard), where the cat is whole
+        runs (so a run lies in one branch and starts at a multiple of RUN from the branch's
+        start) and the input's view has last stride 1 and other strides multiples of RUN in
+        the graph (so the run is aligned); None where the lanes load it one by one."""
+        cat, k = self.branch
+        if self.cat_position == "cj_c" or not inp.unit or self.mode != "run":
+            return None
+        v = _val(inp.node)
+        shape = tuple(self.g.shape[:-1]) + (cat.sizes[k],)
+        if not self._aligned_view(v, shape):
+            return None
+        if inp.name not in self.branch_arrays:
+            self.branch_arrays.append(inp.name)
+        name = f"{inp.name}_br"
+        if all(r[0] != inp.name for r in self.branch_runs):
+            self.branch_runs.append((inp.name, ops.STORAGE[inp.dtype], self._branch_guard(),
+                                     cat.starts[k]))
+        return name
 
     def _branch_input(self, o) -> _Input:
         """A tensor read inside branch k of a cat: an input of its own, expanded to the
@@ -580,8 +640,8 @@ class _Emitter:
         position = f"cj_at[{self.rank - 1}]" if whole else "cj_c"
         enclosing = self.cat_position
         lines = [indent + p for p in self._take_pending()]
-        lines += [f"{indent}{m.ctype} {m.var};", f"{indent}{{",
-                  f"{indent}  const long long cj_c = cj_at[{self.rank - 1}] + cj_j;"]
+        lines += [f"{indent}{m.ctype} {m.var};", f"{indent}{{"]
+        position_line = len(lines)
         outer = self.loaded
         inner = indent + "    "
         for k, t in enumerate(cat.operands):
@@ -605,6 +665,8 @@ class _Emitter:
         self.cat_position = enclosing
         self.loaded = outer
         lines += [f"{indent}  {m.var} = {select};", f"{indent}}}"]
+        if any("cj_c" in line for line in lines[position_line:]):  # (runs loaded whole need none)
+            lines.insert(position_line, f"{indent}  const long long cj_c = cj_at[{self.rank - 1}] + cj_j;")
         return "\n".join(lines)
 
     def _member_value(self, m: _Member) -> str:
@@ -836,6 +898,11 @@ class _Emitter:
             # The row's offset (offset() computes in 32 bits where the layout allows).
             coords = "".join(f"cj_at[{d}], " for d in range(rank - 1))
             lines.append(f"    const long long {a}_cb = {a}.offset({coords}0);")
+        for a, st, guard, start in self.branch_runs:
+            # Only the branch the run lies in loads (the others' values are not selected).
+            lines += [f"    cj::Vec<{st}, {RUN}> {a}_br{{}};",
+                      f"    if ({guard}) {a}_br = {a}.template load_aligned_run<{RUN}>("
+                      f"{a}_cb + cj_at[{rank - 1}] - {start}LL);"]
         aligned = self._aligned_runs()
         for a in self.run_arrays:
             if a in aligned:
@@ -874,20 +941,24 @@ class _Emitter:
         aligned = {f"out{i}" for i, (m, _, order) in enumerate(self.plan.outputs)
                    if m.level == "e" and order is None}
         for inp in self.inputs.values():
-            if inp.level != "e" or inp.name not in self.run_arrays:
-                continue
-            v = _val(inp.node)
-            lead = len(shape) - v.dim()
-            strides = []
-            for d, size in enumerate(shape):
-                if d < lead or _same(v.shape[d - lead], 1):
-                    strides.append(0)  # expanded (or of size 1): the coordinate adds nothing
-                else:
-                    strides.append(v.stride(d - lead))
-            if type(strides[-1]) is int and strides[-1] == 1 and all(
-                    _multiple_of(st, RUN) for st in strides[:-1]):
+            if inp.level == "e" and inp.name in self.run_arrays and \
+                    self._aligned_view(_val(inp.node), shape):
                 aligned.add(inp.name)
         return aligned
+
+    @staticmethod
+    def _aligned_view(v, shape) -> bool:
+        """Whether `v` expanded to `shape` has last stride 1 and every other stride a multiple
+        of RUN, by the graph's numbers (see _aligned_runs)."""
+        lead = len(shape) - v.dim()
+        strides = []
+        for d in range(len(shape)):
+            if d < lead or _same(v.shape[d - lead], 1):
+                strides.append(0)  # expanded (or of size 1): the coordinate adds nothing
+            else:
+                strides.append(v.stride(d - lead))
+        return type(strides[-1]) is int and strides[-1] == 1 and all(
+            _multiple_of(st, RUN) for st in strides[:-1])
 
     def _run_invariants(self, members) -> set:
         """The nodes of the members whose value is the same at every lane of a run: computed

@@ -120,18 +120,29 @@ def test_a_cat_branch_computes_its_operand_at_its_own_positions(layout):
         assert step == (layout == "transposed"), branches
 
 
-def test_a_cat_of_whole_runs_guards_and_selects_by_the_runs_start():
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_a_cat_of_whole_runs_guards_and_selects_by_the_runs_start(layout):
     """Branches 16, 24 and 24 wide: every run of 8 lies in one branch, so the run's start
     (cj_at[2]) decides for all its lanes; the first branch has no lower bound, the last no
-    upper one and is the select's default."""
+    upper one and is the select's default. A branch input of last stride 1 and other strides
+    multiples of 8 is loaded as one aligned run before the lane loop, only by the runs of its
+    branch; a transposed one (x) lane by lane behind the run's guard."""
     c = compiled(lambda x, y: torch.cat((x[..., :16] * 2, y, -x[..., 16:]), -1).exp(),
-                 ((6, 5, 40), torch.float32), ((6, 5, 24), torch.float32))
-    body = c.source.split("const long long cj_c = cj_at[2] + cj_j;")[1]
-    assert "(cj_at[2] < 16LL) ?" in body and "(cj_at[2] >= 16LL && cj_at[2] < 40LL) ?" in body
-    assert "(cj_at[2] >= 40LL) ?" in body, c.source
+                 ((6, 5, 40), torch.float32, *([layout] if layout == "transposed" else [])),
+                 ((6, 5, 24), torch.float32))
+    guards = ["(cj_at[2] < 16LL)", "(cj_at[2] >= 16LL && cj_at[2] < 40LL)", "(cj_at[2] >= 40LL)"]
+    # The branches' inputs are in0 (x's first slice), in1 (y) and in2 (x's second slice).
+    for k, guard in enumerate(guards):
+        whole = layout == "contiguous" or k == 1
+        loaded = (f"if ({guard}) in{k}_br = in{k}.template load_aligned_run<8>(in{k}_cb + "
+                  f"cj_at[2] - {[0, 16, 40][k]}LL);")
+        assert (loaded in c.source) == whole, c.source
+        assert (f"{guard} ? static_cast<float>(in{k}.data()" in c.source) == (not whole), c.source
     assert re.search(r"v\d+ = cj_at\[2\] < 16LL \? (v\d+)_b0 : cj_at\[2\] < 40LL \? \1_b1 : \1_b2;",
-                     body), c.source
-    assert "unsigned long long" not in body
+                     c.source), c.source
+    assert "unsigned long long" not in c.source
+    # The lane's position is computed only where a lane loads by it.
+    assert ("const long long cj_c" in c.source) == (layout == "transposed"), c.source
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool], ids=str)
@@ -296,6 +307,46 @@ def test_layer_norm_with_weight_and_bias_is_one_kernel():
                  ((96,), torch.float16), ((96,), torch.float16))
     assert len(c.launches) == 1
     assert c.fused_nodes >= 8
+
+
+def _rotary(x, cos, sin):
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
+
+
+ROTARY = [((2, 8, 4, 32), torch.float32), ((2, 8, 4, 32), torch.float32),
+          ((8, 1, 32), torch.float32), ((8, 1, 32), torch.float32)]
+
+
+def test_siblings_that_read_one_tensor_are_one_kernel():
+    """The rotary embeddings of q and of k (same shape, both reading cos and sin, neither
+    reading the other) are one kernel: one launch, an output each, two cats."""
+    c = compiled(lambda q, k, cos, sin: (_rotary(q, cos, sin), _rotary(k, cos, sin)), *ROTARY)
+    (launch,) = c.launches
+    assert len(launch.outputs) == 2, c.source
+    assert len(re.findall(r"v\d+ = cj_at\[3\] < 16LL \? v\d+_b0 : v\d+_b1;", c.source)) == 2, c.source
+    assert aten.cat.default not in called(c.graph_module)
+    # cos and sin are read once a position, for both outputs.
+    reads = [n.name for n in launch.reads]
+    assert reads.count("cos_1") == 1 and reads.count("sin_1") == 1, reads
+
+
+@pytest.mark.parametrize("case", ["one reads the other", "no common input", "other shapes",
+                                  "one is a row group"])
+def test_siblings_stay_apart(case):
+    """Groups merge only where it is one launch for the same positions and no cycle."""
+    m, big, sq = ((8, 32), torch.float32), ((4, 8, 32), torch.float32), ((32, 32), torch.float32)
+    fn, specs = {
+        # The second group reads the first's value through a matmul: merged, it would wait
+        # for itself.
+        "one reads the other": (lambda x, y: (lambda a: (a, (a @ y).exp() * x))(x * 2), [m, sq]),
+        "no common input": (lambda x, y, z: (x.exp() + 1, (y @ z).sin() * 2), [m, m, sq]),
+        "other shapes": (lambda x, y: (x.exp() + 1, (x + y).sin()), [m, big]),
+        "one is a row group": (lambda x, y: (x.exp() + 1, F.softmax(x * y, -1)), [m, m]),
+    }[case]
+    c = compiled(fn, *specs)
+    assert len(c.launches) == 2, c.source
+    c.graph_module.graph.lint()
 
 
 def test_greedy_fusion_never_makes_a_cycle():
@@ -554,9 +605,11 @@ def test_rewritten_graphs_match_eager_in_training_and_inference(name, groups_as_
         # Each rotary embedding (its rotate-half cat among it) is one kernel.
         graph = backend.compiled_graphs()[-1]
         assert aten.cat.default not in called(graph.graph_module), graph.source
-        assert sum("_cat_" in launch.name for launch in graph.launches) == 2, graph.source
-        # The two embeddings (of q and of k) are the same code: one kernel, launched twice.
-        assert graph.source.count("__global__") == len(graph.launches) - 1, graph.source
+        # The two embeddings (of q and of k) read the same cos and sin: one kernel, with an
+        # output each.
+        (rotary,) = [launch for launch in graph.launches if "_cat_" in launch.name]
+        assert len(rotary.outputs) == 2, graph.source
+        assert graph.source.count("__global__") == len(graph.launches), graph.source
 
 
 def test_launches_see_weights_changed_in_place_or_replaced(groups_as_aten):
