@@ -5,16 +5,12 @@
 
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <climits>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <initializer_list>
 #include <mutex>
 
@@ -374,42 +370,9 @@ bool use_pch() {
   static const bool on = [] {
     const char* v = std::getenv("TORCH_CUDAJIT_PCH");
     if (v != nullptr && std::string(v) == "0") return false;
-    if (nvrtc_version() < 12080) return false;
-    sweep_stale_pch_folders(temp_folder());
-    return true;
+    return nvrtc_version() >= 12080;
   }();
   return on && !g_pch_disabled.load(std::memory_order_relaxed);
-}
-
-std::string temp_folder() {
-  const char* t = std::getenv("TMPDIR");
-  return t != nullptr && *t != '\0' ? t : "/tmp";
-}
-
-int sweep_stale_pch_folders(const std::string& folder) {
-  // NVRTC's automatic PCH lives in <TMPDIR>/__nvrtc_auto_pch_<pid>_<n>/ while its process runs
-  // and is removed at a normal exit; a killed process leaves its folder (megabytes) behind.
-  // A folder of this user whose process no longer exists is removed; any error (a folder
-  // another user owns, one removed meanwhile) leaves it as it is.
-  static constexpr char kPrefix[] = "__nvrtc_auto_pch_";
-  int removed = 0;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(folder, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind(kPrefix, 0) != 0) continue;
-    const size_t digits = name.find_first_not_of("0123456789", sizeof(kPrefix) - 1);
-    if (digits == sizeof(kPrefix) - 1 || digits == std::string::npos || name[digits] != '_') continue;
-    const long long pid = std::atoll(name.c_str() + sizeof(kPrefix) - 1);
-    if (pid <= 0 || pid > INT_MAX || pid == static_cast<long long>(::getpid())) continue;
-    struct stat st {};
-    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
-      continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask
-    std::error_code rm;
-    if (std::filesystem::remove_all(it->path(), rm) > 0 && !rm) ++removed;
-  }
-  return removed;
 }
 
 void disable_pch() { g_pch_disabled.store(true, std::memory_order_relaxed); }

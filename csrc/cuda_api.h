@@ -223,12 +223,6 @@ int nvrtc_version();
 bool use_pch();
 /// Stops this process's compiles from using the PCH (after a compile the PCH made fail).
 void disable_pch();
-/// The folder NVRTC writes its automatic PCH under: $TMPDIR, or /tmp.
-std::string temp_folder();
-/// Removes the PCH folders (__nvrtc_auto_pch_<pid>_<n>) in `folder` that processes of this user
-/// left when they were killed: those whose process no longer exists. Returns how many went.
-/// use_pch() sweeps once per process, before its first compile.
-int sweep_stale_pch_folders(const std::string& folder);
 /// Whether a failed compile's log says the PCH itself failed (it could not be made or mapped,
 /// as when the temporary folder is full), not the program.
 bool pch_failure(const std::string& log);

@@ -10,12 +10,8 @@
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -254,48 +250,6 @@ TEST(CudaApiTest, LinkingNeedsOnlyTheEntryPointsItCalls) {
 TEST(CudaApiTest, ExtraSearchPathsAreHarmless) {
   detail::add_library_search_path("/nonexistent/torch_cudajit/lib");
   EXPECT_GE(detail::nvrtc_version(), 12000);
-}
-
-TEST(CudaApiTest, SweepRemovesOnlyPchFoldersOfProcessesThatAreGone) {
-  // A process that has exited (and been reaped): its pid names no process now.
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  ASSERT_GT(child, 0);
-  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
-  const std::string dead = std::to_string(child), self = std::to_string(::getpid());
-  const std::string parent = std::to_string(::getppid());
-  const std::string folder = cjtest::make_temp_dir();
-  struct Entry {
-    std::string name;
-    bool folder;
-    bool removed;
-  };
-  const std::vector<Entry> entries = {
-      {"__nvrtc_auto_pch_" + dead + "_0", true, true},       // left by a killed process
-      {"__nvrtc_auto_pch_" + dead + "_1", true, true},
-      {"__nvrtc_auto_pch_" + self + "_0", true, false},      // this process's own
-      {"__nvrtc_auto_pch_" + parent + "_0", true, false},    // a live process's
-      {"__nvrtc_auto_pch_" + dead + "_2", false, false},     // a file, not NVRTC's folder
-      {"__nvrtc_auto_pch_x" + dead + "_0", true, false},     // not a pid
-      {"__nvrtc_auto_pch_" + dead, true, false},             // no counter
-      {"other_" + dead + "_0", true, false},                 // another name
-  };
-  for (const auto& e : entries) {
-    const std::string path = folder + "/" + e.name;
-    if (e.folder) {
-      std::filesystem::create_directory(path);
-      std::ofstream(path + "/k_0.pch") << "pch";
-    } else {
-      std::ofstream(path) << "file";
-    }
-  }
-  EXPECT_EQ(detail::sweep_stale_pch_folders(folder), 2);
-  for (const auto& e : entries) {
-    SCOPED_TRACE(e.name);
-    EXPECT_EQ(std::filesystem::exists(folder + "/" + e.name), !e.removed);
-  }
-  EXPECT_EQ(detail::sweep_stale_pch_folders(folder + "/missing"), 0);  // no folder: nothing
-  std::filesystem::remove_all(folder);
 }
 
 }  // namespace
