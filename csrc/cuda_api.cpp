@@ -3,6 +3,8 @@
 // what to do next.
 #include "cuda_api.h"
 
+#include "file_io.h"
+
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -364,13 +366,20 @@ int nvrtc_version() {
 
 namespace {
 std::atomic<bool> g_pch_disabled{false};
+// How NVRTC names the folder of a process's automatic PCH in $TMPDIR (the process id and a
+// counter follow).
+constexpr char kNvrtcPchFolderPrefix[] = "__nvrtc_auto_pch_";
 }  // namespace
 
 bool use_pch() {
   static const bool on = [] {
     const char* v = std::getenv("TORCH_CUDAJIT_PCH");
     if (v != nullptr && std::string(v) == "0") return false;
-    return nvrtc_version() >= 12080;
+    if (nvrtc_version() < 12080) return false;
+    // NVRTC keeps a process's automatic PCH in $TMPDIR/__nvrtc_auto_pch_<pid>_<n>/ and removes
+    // it only at a normal exit: the folders of killed processes (megabytes each) go here.
+    sweep_dead_process_folders(temp_folder(), kNvrtcPchFolderPrefix);
+    return true;
   }();
   return on && !g_pch_disabled.load(std::memory_order_relaxed);
 }

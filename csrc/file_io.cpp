@@ -1,11 +1,14 @@
 // torch_cudajit: POSIX file helpers and little-endian records (see file_io.h).
 #include "file_io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace torch_cudajit::detail {
@@ -104,6 +107,41 @@ uint64_t ByteReader::count() {
   uint64_t n = u(8);
   if (n > s.size() - pos) ok = false;
   return ok ? n : 0;
+}
+
+std::string temp_folder() {
+  const char* env = std::getenv("TMPDIR");
+  return env != nullptr && *env != '\0' ? env : "/tmp";
+}
+
+void remove_flat_folder(const std::string& folder) {
+  if (DIR* d = opendir(folder.c_str())) {
+    while (dirent* e = readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        unlink((folder + "/" + e->d_name).c_str());
+    closedir(d);
+  }
+  rmdir(folder.c_str());
+}
+
+int sweep_dead_process_folders(const std::string& tmp, const std::string& prefix) {
+  DIR* d = opendir(tmp.c_str());
+  if (d == nullptr) return 0;
+  int removed = 0;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    struct stat st;
+    const std::string folder = tmp + "/" + name;
+    if (pid <= 0 || (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) ||
+        lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+      continue;
+    remove_flat_folder(folder);
+    removed += !file_exists(folder);
+  }
+  closedir(d);
+  return removed;
 }
 
 }  // namespace torch_cudajit::detail

@@ -36,6 +36,14 @@ std::string dirname_of(const std::string& path);
 bool under_folder(const std::string& path, const std::string& dir);
 /// strerror(errno).
 std::string errno_text();
+/// The folder for temporary files: $TMPDIR, or /tmp.
+std::string temp_folder();
+/// Removes a folder that holds only files, with them.
+void remove_flat_folder(const std::string& folder);
+/// Removes the folders in `tmp` whose names are `prefix` followed by a process id (and anything
+/// after it), owned by this user, whose process no longer exists: what killed processes leave
+/// behind. Returns how many went.
+int sweep_dead_process_folders(const std::string& tmp, const std::string& prefix);
 
 /// Appends a little-endian integer or a length-prefixed string.
 void put_u32(std::string& out, uint32_t v);

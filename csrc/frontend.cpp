@@ -524,37 +524,6 @@ std::string preamble_key(const std::vector<std::string>& argv) {
 
 constexpr const char* kPreambleFolderPrefix = "torch_cudajit_frontend.";
 
-// Removes a preamble's folder (flat: the PCH and Clang's temporary file beside it).
-void remove_preamble_folder(const std::string& folder) {
-  if (DIR* d = opendir(folder.c_str())) {
-    while (dirent* e = readdir(d))
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-        unlink((folder + "/" + e->d_name).c_str());
-    closedir(d);
-  }
-  rmdir(folder.c_str());
-}
-
-// Removes the folders of preambles whose process died while saving one (killed, say): their
-// names carry the process id.
-void sweep_dead_preambles(const std::string& tmp) {
-  DIR* d = opendir(tmp.c_str());
-  if (d == nullptr) return;
-  const size_t n = std::char_traits<char>::length(kPreambleFolderPrefix);
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.compare(0, n, kPreambleFolderPrefix) != 0) continue;
-    const long pid = std::strtol(name.c_str() + n, nullptr, 10);
-    struct stat st;
-    const std::string folder = tmp + "/" + name;
-    if (pid <= 0 || (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) ||
-        lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-      continue;
-    remove_preamble_folder(folder);
-  }
-  closedir(d);
-}
-
 // Whether a PCH can be written without LLVM meeting a write error, which it treats as fatal
 // (the process aborts): no file size limit that a PCH could reach, and room on the disk.
 bool room_for_preamble(const std::string& tmp) {
@@ -571,9 +540,9 @@ bool room_for_preamble(const std::string& tmp) {
 // on disk however the process ends (a crash, os._exit in a worker), and forked children
 // inherit it. -1 when it cannot be saved.
 int save_preamble(CXTranslationUnit tu) {
-  const char* env = std::getenv("TMPDIR");
-  const std::string tmp = env != nullptr && *env != '\0' ? env : "/tmp";
-  sweep_dead_preambles(tmp);
+  const std::string tmp = temp_folder();
+  // The folders of preambles whose process died while saving one (killed, say).
+  sweep_dead_process_folders(tmp, kPreambleFolderPrefix);
   if (!room_for_preamble(tmp)) return -1;
   std::string folder =
       tmp + "/" + kPreambleFolderPrefix + std::to_string(getpid()) + ".XXXXXX";
@@ -583,7 +552,7 @@ int save_preamble(CXTranslationUnit tu) {
   if (libclang().clang_saveTranslationUnit(tu, file.c_str(), 0) == 0)
     fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
   // Clang writes through a temporary file beside the PCH: the folder goes with whatever is there.
-  remove_preamble_folder(folder);
+  remove_flat_folder(folder);
   return fd;
 }
 

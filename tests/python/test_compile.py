@@ -1,6 +1,9 @@
 """Reflection and compilation: runs without a GPU (CPU and meta tensors are type exemplars)."""
+import os
 import re
 import struct
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -944,6 +947,25 @@ def test_compile_applies_the_extensions(via, arch):
     assert "float64" in c.signature
     assert ext.seen[:2] == [("Tensor", "out", None), ("_Pair", "a", None)]
     assert ext.after == []  # nothing launched: what runs after a launch does not run
+
+
+def test_pch_folders_left_by_killed_processes_are_removed(tmp_path):
+    """NVRTC keeps a process's automatic PCH in $TMPDIR/__nvrtc_auto_pch_<pid>_<n>/ and
+    removes it at a normal exit; a killed process leaves it behind. The next process that
+    compiles removes the folders of processes that are gone, and keeps a live one's."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / f"__nvrtc_auto_pch_{gone}_0"
+    live = tmp_path / f"__nvrtc_auto_pch_{os.getpid()}_0"
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / "k_0.pch").write_bytes(b"pch")
+    code = ("import torch, torch_cudajit as cj\n"
+            "k = cj.jit('__global__ void k(float* p) { p[0] = 1; }', cache=False)\n"
+            "k.compile(torch.empty(1), arch=90)\n")
+    subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TMPDIR=str(tmp_path)),
+                   check=True, capture_output=True)
+    assert not stale.exists() and live.exists()
 
 
 def test_compile_logs_leave_out_the_precompiled_headers_bookkeeping():
