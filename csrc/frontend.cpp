@@ -11,10 +11,8 @@
 
 #include <c10/util/Exception.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>

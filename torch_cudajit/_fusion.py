@@ -293,10 +293,11 @@ class Partition:
         for g in self.groups:
             if not live(g):
                 continue
+            reads_g = self._external_inputs(g)
             for h in self.groups:
                 if h.index <= g.index or not live(h) or not _same_shape(h.shape, g.shape):
                     continue
-                reads_g, reads_h = self._external_inputs(g), self._external_inputs(h)
+                reads_h = self._external_inputs(h)
                 if not reads_g & reads_h:
                     continue
                 if any(self._depends_on_group(x, g) for x in reads_h) or \
@@ -309,6 +310,7 @@ class Partition:
                 g.cats.update(h.cats)
                 g.members = dict(sorted(g.members.items(), key=lambda kv: self.order[kv[0]]))
                 h.members, h.cats = {}, {}
+                reads_g |= reads_h  # (neither read the other's members)
 
     # -- dependencies -----------------------------------------------------------------------
     def _depends_on_group(self, node, group: Group) -> bool:

@@ -20,8 +20,7 @@ extern char** environ;
 namespace torch_cudajit {
 namespace {
 
-// The id of a process that has exited and been reaped, so that it names no process now
-// (posix_spawn, not fork: a forked child of a process holding torch runs its fork handlers).
+// The id of a process that has exited and been reaped, so that it names no process now.
 pid_t gone_pid() {
   pid_t pid = -1;
   char arg0[] = "true";
