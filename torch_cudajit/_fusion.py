@@ -181,12 +181,16 @@ def _pow_by_constant(a: str, exponent, ctype: str):
             -1: f"({one} / {a})"}.get(exponent)
 
 
-def _constant_along_runs(node) -> bool:
-    """Whether a tensor input has the same value at every position of a run: its last size is
-    1 (a per-channel statistic over W, expanded when launched) or it is 0-d."""
+def _constant_along_runs(node, rank: int, along: int) -> bool:
+    """Whether a tensor input has the same value at every position of a run, which lies along
+    dimension `along` of the rank-`rank` iteration shape: the input (right-aligned, expanded
+    when launched) has no such dimension or its size there is 1 (a per-channel statistic over
+    W)."""
     v = _val(node)
-    return isinstance(v, torch.Tensor) and (v.dim() == 0 or (isinstance(v.shape[-1], int) and
-                                                             v.shape[-1] == 1))
+    if not isinstance(v, torch.Tensor):
+        return False
+    d = along - (rank - v.dim())
+    return d < 0 or (isinstance(v.shape[d], int) and v.shape[d] == 1)
 
 
 def _cast_supported(node) -> bool:
@@ -493,6 +497,10 @@ class KernelPlan:
         self.shape_recipe: list = [] # per dim of S: int, or (input index, dim)
         self.lines: list = []
         self.runs = False            # a cj::for_each_run kernel: launched over RUN-element runs
+        # The order in which the kernel walks S's dimensions, outermost first, where it is not
+        # S's own: its outputs' common memory order (channels-last), so that runs lie along
+        # the dimension of stride 1. The launch permutes every view by it.
+        self.perm = None
 
 
 class _Emitter:
@@ -563,7 +571,8 @@ class _Emitter:
             return inp.name, inp.kind
         ct = ops.COMPUTE[inp.dtype]
         index = {"e": "cj_i", "b": "cj_c"}.get(inp.level, "cj_row")
-        if index == "cj_i" and self.mode == "run" and _constant_along_runs(o):
+        if index == "cj_i" and self.mode == "run" and \
+                _constant_along_runs(o, self.rank, self._last_dim()):
             index = "cj_s"  # one load a run (_run_body)
         var = self.loaded.get((inp.name, index))
         if var is None:
@@ -796,6 +805,9 @@ class _Emitter:
                 if not _dense(v, order):
                     order = None
             plan.outputs.append((m, v.dtype, order))
+        orders = {tuple(o) if o is not None else None for m, _, o in plan.outputs if m.level == "e"}
+        if not g.row and not g.cats and len(orders) == 1 and None not in orders:
+            plan.perm = orders.pop()
         body = self._row_body(members, reductions) if g.row else self._pointwise_body(members)
         self._shape_recipe()
         if not any(i.level != "scalar" for i in self.inputs.values()):
@@ -937,21 +949,26 @@ class _Emitter:
         the iteration shape) of last stride 1 and other strides multiples of RUN; outputs
         row-major. Their runs move as vectors (load_aligned_run), where the data pointer's
         alignment, a key bit, allows."""
-        shape = self.g.shape
-        if not _multiple_of(shape[-1], RUN):
+        shape, perm = self.g.shape, self.plan.perm
+        if not _multiple_of(shape[self._last_dim()], RUN):
             return set()
         aligned = {f"out{i}" for i, (m, _, order) in enumerate(self.plan.outputs)
-                   if m.level == "e" and order is None}
+                   if m.level == "e" and (tuple(order) if order else None) == perm}
         for inp in self.inputs.values():
             if inp.level == "e" and inp.name in self.run_arrays and \
-                    self._aligned_view(_val(inp.node), shape):
+                    self._aligned_view(_val(inp.node), shape, perm):
                 aligned.add(inp.name)
         return aligned
 
+    def _last_dim(self) -> int:
+        """The dimension of S along which runs lie: the last one the kernel walks."""
+        return self.plan.perm[-1] if self.plan.perm else self.rank - 1
+
     @staticmethod
-    def _aligned_view(v, shape) -> bool:
-        """Whether `v` expanded to `shape` has last stride 1 and every other stride a multiple
-        of RUN, by the graph's numbers (see _aligned_runs)."""
+    def _aligned_view(v, shape, perm=None) -> bool:
+        """Whether `v` expanded to `shape` (and permuted by `perm`, the walk's order) has last
+        stride 1 and every other stride a multiple of RUN, by the graph's numbers (see
+        _aligned_runs)."""
         lead = len(shape) - v.dim()
         strides = []
         for d in range(len(shape)):
@@ -959,6 +976,8 @@ class _Emitter:
                 strides.append(0)  # expanded (or of size 1): the coordinate adds nothing
             else:
                 strides.append(v.stride(d - lead))
+        if perm:
+            strides = [strides[d] for d in perm]
         return type(strides[-1]) is int and strides[-1] == 1 and all(
             _multiple_of(st, RUN) for st in strides[:-1])
 
@@ -975,21 +994,25 @@ class _Emitter:
                 continue
             if all(not isinstance(o, fx.Node) or _is_scalar_input(o) or
                    o in invariant or
-                   (o not in self.g.members and _constant_along_runs(o)) for o in operands):
+                   (o not in self.g.members and
+                    _constant_along_runs(o, self.rank, self._last_dim())) for o in operands):
                 invariant.add(m.node)
         return invariant
 
     def _vectorizable(self) -> bool:
-        """One output, and every input read whole at the iteration shape and contiguous in the
-        traced program: cj::elementwise, whose 16-byte vector loads and stores are used when
+        """One output, and every input read whole at the iteration shape and contiguous (dense
+        in the walk's order, where it has one) in the traced program: cj::elementwise, whose 16-byte vector loads and stores are used when
         the arrays' layouts allow it at run time."""
-        if len(self.plan.outputs) != 1 or self.plan.outputs[0][2] is not None or self.g.cats:
+        perm = self.plan.perm
+        if len(self.plan.outputs) != 1 or self.g.cats or (
+                self.plan.outputs[0][2] is not None and perm is None):
             return False
         for n in {o for m in self.g.members for o in m.all_input_nodes} - set(self.g.members):
             if _is_scalar_input(n):
                 continue
             v = _val(n)
-            if not _same_shape(v.shape, self.g.shape) or not v.is_contiguous():
+            if not _same_shape(v.shape, self.g.shape) or not (
+                    _dense(v, perm) if perm else v.is_contiguous()):
                 return False
         return True
 
@@ -1251,6 +1274,7 @@ class GroupLaunch:
             self.tensor_inputs.append((k, i.level, i.unsqueeze, i.dtype, i.last,
                                        [] if _of_graph_input(i.node) else None, views))
         self.outputs = _output_forms(plan)
+        self.perm = plan.perm
         self.name = self.__name__ = plan.name
         self.launch_forall = kernel.forall
         self.index = kernel.__getitem__
@@ -1273,13 +1297,16 @@ class GroupLaunch:
                 # norm's statistics): the value as the graph typed it.
                 a = a.to(dtype)
             if kept is None:
-                tensors.append(_input_view(a, level, unsqueeze, shape, last))
+                tensors.append(_input_view(a, level, unsqueeze, shape, last, self.perm))
             else:
-                tensors.append(_graph_input_view(kept, a, level, unsqueeze, shape, last, views))
+                tensors.append(_graph_input_view(kept, a, level, unsqueeze, shape, last, views,
+                                                 self.perm))
         scalars = [args[k].item() if isinstance(args[k], torch.Tensor) else args[k]
                    for k in self.scalar_inputs]
         device = a.device  # every group has a tensor input (_Emitter.emit)
-        outs, views = _new_outputs(self.outputs, shape, device)
+        outs, views = _new_outputs(self.outputs, shape, device, self.perm)
+        if self.perm:
+            shape = tuple(shape[d] for d in self.perm)  # as the kernel walks it
         if self.row:
             # An empty last dimension still runs: its reductions are their initial values
             # (sum 0, mean NaN), as torch defines them.
@@ -1302,14 +1329,16 @@ class GroupLaunch:
         return tuple(outs)
 
 
-def _input_view(a, level: str, unsqueeze: bool, shape: tuple, last: int = 0):
+def _input_view(a, level: str, unsqueeze: bool, shape: tuple, last: int = 0, perm=None):
     """An input as the kernel reads it: an element input expanded to S, a row input (a trailing
     1 added to the drop form) expanded to S with the last size 1, a cat branch's input expanded
-    to S with its branch's last size."""
+    to S with its branch's last size; permuted by `perm`, the kernel's walk (KernelPlan.perm)."""
     if unsqueeze:
         a = a.unsqueeze(-1)
     target = shape if level == "e" else shape[:-1] + (last if level == "b" else 1,)
-    return a if a.shape == target else a.expand(target)
+    if a.shape != target:
+        a = a.expand(target)
+    return a if perm is None else a.permute(perm)
 
 
 # The largest graph input (in elements) whose view a launch keeps between calls: weights,
@@ -1359,7 +1388,7 @@ def _of_graph_input(node) -> bool:
 
 
 def _graph_input_view(kept: list, a, level: str, unsqueeze: bool, shape: tuple, last: int,
-                      views=()):
+                      views=(), perm=None):
     """_input_view of one of the graph's inputs (or of a view of one, made anew each call; or,
     with `views`, of the view of `a` they make), made again only when the tensor it views, its
     data pointer, its layout or the launch's shape changed since the view in `kept` ([base,
@@ -1370,7 +1399,7 @@ def _graph_input_view(kept: list, a, level: str, unsqueeze: bool, shape: tuple, 
         if (kept[0] is base and kept[1] == a.data_ptr() and kept[2] == a.shape
                 and kept[3] == a.stride() and kept[4] == shape):
             return kept[5]
-    view = _input_view(_replay_views(a, views), level, unsqueeze, shape, last)
+    view = _input_view(_replay_views(a, views), level, unsqueeze, shape, last, perm)
     if view is not a:  # an input the kernel reads as it is needs nothing kept
         base = a if a._base is None else a._base
         if base.numel() <= _KEPT_VIEW_MAX:
@@ -1378,21 +1407,23 @@ def _graph_input_view(kept: list, a, level: str, unsqueeze: bool, shape: tuple, 
     return view
 
 
-def _new_outputs(outputs, shape: tuple, device):
+def _new_outputs(outputs, shape: tuple, device, perm=None):
     """The outputs of a launch, (as the graph gets them, as the kernel writes them): element
     outputs of shape S, dense in the layout eager would give them (a dimension order, or
-    row-major), row outputs of one value per row in their keep or drop form, written through a
-    view with a trailing 1."""
+    row-major), written as they lie in memory where the kernel walks S in that order (`perm`);
+    row outputs of one value per row in their keep or drop form, written through a view with
+    a trailing 1."""
     outs, views = [], []
     for level, dtype, order in outputs:
         if level == "e":
             if order is None:
                 o = torch.empty(shape, dtype=dtype, device=device)
+                outs.append(o)
+                views.append(o)
             else:
-                o = torch.empty([shape[d] for d in order], dtype=dtype,
-                                device=device).permute(*_inverse(order))
-            outs.append(o)
-            views.append(o)
+                dense = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
+                outs.append(dense.permute(*_inverse(order)))
+                views.append(dense if perm is not None else outs[-1])
         else:
             o = torch.empty(shape[:-1] + (1,) if level == "keep" else shape[:-1], dtype=dtype,
                             device=device)
@@ -1454,7 +1485,8 @@ def generate(gm: fx.GraphModule):
         plan.kernel = first.name
         what = "rows over the last dimension of" if g.row else "elements of"
         runs = "" if first is plan else f" (launches {first.name}, the same code)"
-        header = [f"// {name}: {what} shape {tuple(g.shape)}{runs}; fuses:"]
+        walk = f" walked in dimension order {plan.perm}" if plan.perm else ""
+        header = [f"// {name}: {what} shape {tuple(g.shape)}{walk}{runs}; fuses:"]
         header += [f"//   {m.node.format_node()}" for m in g.members.values()]
         texts.append("\n".join(header + (plan.lines if first is plan else [])))
     return "\n\n".join(texts) + "\n", plans
@@ -1463,7 +1495,7 @@ def generate(gm: fx.GraphModule):
 def _example_args(plan: KernelPlan):
     """Meta tensors and numbers standing for a launch's arguments (sizes at their hints)."""
     shape = tuple(_hint(s) for s in plan.group.shape)
-    _, views = _new_outputs(_output_forms(plan), shape, "meta")
+    _, views = _new_outputs(_output_forms(plan), shape, "meta", plan.perm)
     tensors, scalars = [], []
     for inp in plan.inputs:
         if inp.level == "scalar":
@@ -1472,7 +1504,9 @@ def _example_args(plan: KernelPlan):
         v = _val(inp.node)
         t = torch.empty_strided([_hint(s) for s in v.shape], [_hint(s) for s in v.stride()],
                                 dtype=v.dtype, device="meta")
-        tensors.append(_input_view(t, inp.level, inp.unsqueeze, shape, inp.last))
+        tensors.append(_input_view(t, inp.level, inp.unsqueeze, shape, inp.last, plan.perm))
+    if plan.perm:
+        shape = tuple(shape[d] for d in plan.perm)
     rows = math.prod(shape[:-1])
     tail = [rows, shape[-1]] if plan.group.row else [] if plan.runs else [rows * shape[-1]]
     return tuple(views + tensors + scalars + tail)

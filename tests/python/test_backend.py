@@ -31,7 +31,7 @@ aten = torch.ops.aten
 
 def trace(fn, *specs, dynamic=False):
     """The aten graph of `fn` on fake CUDA tensors: each spec a (shape, dtype) or (shape,
-    dtype, "transposed")."""
+    dtype, layout), the layout "contiguous", "transposed" or "channels_last"."""
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
     # Symbolic sizes: fake tensors of a shape environment (on the meta device, which the
     # backend fuses like CUDA).
@@ -41,7 +41,11 @@ def trace(fn, *specs, dynamic=False):
         shape, dtype = spec[0], spec[1]
         with mode if not dynamic else contextlib.nullcontext():
             device = "meta" if dynamic else "cuda"
-            if len(spec) > 2:
+            layout = spec[2] if len(spec) > 2 else "contiguous"
+            if layout == "channels_last":
+                t = torch.empty(shape, device=device, dtype=dtype,
+                                memory_format=torch.channels_last)
+            elif layout == "transposed":
                 t = torch.empty(*shape[:-2], shape[-1], shape[-2], device=device,
                                 dtype=dtype).transpose(-1, -2)
             else:
@@ -164,9 +168,11 @@ ALIGNED = {
                                                      ((6, 5, 48), torch.bfloat16)],
                    {"out0", "in0", "in1"}),
     # Tables broadcast over the leading dimensions: strides 0 there, 1 along the last. The
-    # output takes x's dimension order, as eager's would: not row-major, so stored as runs.
+    # output takes x's dimension order, as eager's would, and the kernel walks that order:
+    # the output is written dense.
     "broadcast_table": (lambda x, t: (x.transpose(0, 1) * t).exp(),
-                        [((5, 6, 48), torch.float16), ((48,), torch.float16)], {"in0", "in1"}),
+                        [((5, 6, 48), torch.float16), ((48,), torch.float16)],
+                        {"out0", "in0", "in1"}),
     # A view whose row stride (40 + 24) is a multiple of 8, as the LLaMA block's q in qkv.
     "view_of_wider": (lambda x, y: torch.cat((-x[..., 20:40], x[..., :20]), -1) * y[..., :40],
                       [((6, 5, 40), torch.float32), ((6, 5, 64), torch.float32)],
@@ -176,7 +182,8 @@ ALIGNED = {
                                         ((6, 5, 36), torch.float32)], set()),
     # A row stride of 44: a run's offset is not a multiple of 8.
     "odd_row_stride": (lambda x, y: x.transpose(0, 1)[..., :40] * y,
-                       [((5, 6, 44), torch.float32), ((6, 5, 40), torch.float32)], {"in1"}),
+                       [((5, 6, 44), torch.float32), ((6, 5, 40), torch.float32)],
+                       {"out0", "in1"}),
 }
 
 
@@ -245,6 +252,57 @@ def test_values_constant_along_a_run_are_loaded_and_computed_once_a_run():
     runs = re.findall(r"const auto (in\d)_r = \1\.template load_(?:aligned_)?run<8>", body[:lanes])
     assert len(scalars) == 3 and len(runs) == 1 and runs[0] not in scalars, c.source
     assert body.index("cj::op::rsqrt") < lanes and body.count("cj::op::rsqrt") == 1
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous"])
+def test_a_channels_last_group_walks_memory_order(layout):
+    """Batch norm on a channels-last activation: the kernel walks (N, H, W, C), so runs lie
+    along C, of stride 1, and every array, the per-channel statistics too, moves as aligned
+    vectors; the launch hands the kernel each array permuted to that walk (the output and the
+    activation dense) and returns the output channels-last, as eager does. A contiguous
+    activation keeps S's own order."""
+    def bn(x, mean, var, w):
+        return torch.relu((x - mean) * torch.rsqrt(var + 1e-5) * w)
+    c = compiled(bn, ((2, 16, 5, 3), torch.float16, layout), ((16, 1, 1), torch.float16),
+                 ((16, 1, 1), torch.float16), ((16, 1, 1), torch.float16))
+    (launch,) = c.launches
+    assert launch.perm == ((0, 2, 3, 1) if layout == "channels_last" else None), c.source
+    loads = set(re.findall(r"(\w+)\.template (?:load|store)_aligned_run<8>", c.source))
+    if layout == "channels_last":
+        assert "walked in dimension order (0, 2, 3, 1)" in c.source
+        assert loads == {"out0", "in0", "in1", "in2", "in3"} and "_s = " not in c.source, c.source
+    else:  # runs along W (3): not whole; the statistics are one element a run
+        assert not loads and c.source.count("_s = ") == 3, c.source
+    seen = []
+    launch.launchers.clear()
+    launch.launch_forall = lambda tasks: lambda *args: seen.append((tasks, args))
+    memory_format = {"channels_last": torch.channels_last,
+                     "contiguous": torch.contiguous_format}[layout]
+    x = torch.randn(2, 16, 5, 3, dtype=torch.float16).to(memory_format=memory_format)
+    stats = {n: torch.randn(16, 1, 1, dtype=torch.float16) for n in ("mean_1", "var_1", "w_1")}
+    (out,) = launch(*[x if n.name == "x_1" else stats[n.name] for n in launch.reads])
+    assert out.shape == (2, 16, 5, 3) and out.is_contiguous(memory_format=memory_format)
+    (tasks, args), = seen
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    (activation,) = [t for t in tensors[1:] if t.data_ptr() == x.data_ptr()]
+    statistics = [t for t in tensors[1:] if t is not activation]
+    assert tensors[0].data_ptr() == out.data_ptr() and len(statistics) == 3
+    if layout == "channels_last":
+        assert tasks == 2 * 5 * 3 * (16 // 8)
+        assert [t.shape for t in tensors] == [(2, 5, 3, 16)] * 5
+        assert tensors[0].is_contiguous() and activation.is_contiguous()
+        assert all(t.stride() == (0, 0, 0, 1) for t in statistics)
+    else:
+        assert tasks == 2 * 16 * 5 and [t.shape for t in tensors] == [(2, 16, 5, 3)] * 5
+        assert all(t.stride() == (0, 1, 0, 0) for t in statistics)
+
+
+def test_groups_of_several_memory_orders_keep_the_order_of_s():
+    """Outputs of different layouts (a channels-last and a contiguous one): no common memory
+    order, so the kernel walks S as it is."""
+    c = compiled(lambda x, y: (x * 2, (x + y).contiguous()),
+                 ((2, 16, 5, 3), torch.float32, "channels_last"), ((2, 16, 5, 3), torch.float32))
+    assert len(c.launches) == 1 and c.launches[0].perm is None, c.source
 
 
 @pytest.mark.parametrize("exponent, code", [
@@ -542,7 +600,9 @@ def groups_as_aten(monkeypatch):
                 env[n] = n.target(*fx.node.map_arg(n.args, env.__getitem__),
                                   **fx.node.map_arg(n.kwargs, env.__getitem__))
             for (m, _, _), view in zip(plan.outputs, launch_args[:n_out]):
-                view.copy_(env[m.node].reshape(view.shape))
+                # A kernel that walks S in another order writes its outputs so permuted.
+                value = env[m.node] if plan.perm is None else env[m.node].permute(plan.perm)
+                view.copy_(value.reshape(view.shape))
             # The sizes the kernel is given agree with the outputs it writes.
             tail = launch_args[len(launch_args) - (2 if plan.group.row else 1):]
             for (m, _, _), view in zip(plan.outputs, launch_args[:n_out]):
