@@ -9,7 +9,8 @@ becomes one CUDA C++ kernel; all kernels of a graph compile as one NVRTC program
 disk cache. Everything else (matmul, convolution, attention, random numbers, views) runs as the
 aten operation it is, so a model that runs eagerly runs here. In inference graphs, attention
 written out as matmul, softmax and matmul (with a causal mask or none) becomes aten's
-scaled_dot_product_attention first (torch_cudajit/_attention.py).
+scaled_dot_product_attention first (torch_cudajit/_attention.py), and 2-D convolutions take
+their operands in channels-last (torch_cudajit/_layout.py).
 
 Options, given as ``torch.compile(..., options={...})``:
     debug: print each generated kernel, with the FX nodes it fuses, to stderr.
@@ -97,6 +98,10 @@ def _compile(gm, example_inputs, *, debug: bool, inference: bool = False):
         # the scores it no longer computes.
         from ._attention import rewrite
         rewrite(gm)
+        # 2-D convolutions in channels-last, as cuDNN's tensor cores take them; the groups
+        # around them walk that memory order.
+        from ._layout import channels_last_convolutions
+        channels_last_convolutions(gm)
     compiled = compile_graph(gm, debug=debug)
     _RECENT.append(compiled)
     return make_boxed_func(compiled.graph_module.forward)

@@ -655,8 +655,16 @@ def test_rewritten_graphs_match_eager_in_training_and_inference(name, groups_as_
                                    rtol=1e-5, atol=1e-5)
     assert backend.compiled_graphs()[-1].fused_nodes > 0
     if name == "resnet":
-        # A kernel per batch norm: the arithmetic on its statistics is computed inside it.
-        assert len(backend.compiled_graphs()[-1].launches) == 2, backend.compiled_graphs()[-1].source
+        # The convolutions take channels-last operands: the input's copy is a kernel, then a
+        # kernel per batch norm (the arithmetic on its statistics computed inside it). The
+        # first walks channels-last memory order; the second writes the block's output
+        # contiguous, as eager's is.
+        graph = backend.compiled_graphs()[-1]
+        assert [launch.perm for launch in graph.launches] == [(0, 2, 3, 1)] * 2 + [None], \
+            graph.source
+        assert "fused_" in graph.source and "_clone" in graph.launches[0].name, graph.source
+        with torch.no_grad():
+            assert torch.compile(model, backend="cudajit")(*inputs).is_contiguous()
         # The launches take the statistics and parameters as they are and view them
         # themselves, once: the graph makes no view each call.
         assert not [f for f in called(backend.compiled_graphs()[-1].graph_module)
@@ -674,7 +682,8 @@ def test_rewritten_graphs_match_eager_in_training_and_inference(name, groups_as_
 
 def test_launches_see_weights_changed_in_place_or_replaced(groups_as_aten):
     """The batch norms' parameters reach their launches as the graph's inputs, viewed by the
-    launch: a change in place and a new parameter give eager's result."""
+    launch, and the convolutions' weights their channels-last copies: a change in place and a
+    new parameter give eager's result."""
     torch._dynamo.reset()
     model, inputs = models.make("resnet", "cpu", torch.float32, small=True)
     model.eval()
@@ -685,6 +694,11 @@ def test_launches_see_weights_changed_in_place_or_replaced(groups_as_aten):
         model.bn2.running_var.add_(1)
         torch.testing.assert_close(run(*inputs), model(*inputs))
         model.bn2.bias = torch.nn.Parameter(torch.randn_like(model.bn2.bias))
+        torch.testing.assert_close(run(*inputs), model(*inputs))
+        # The convolutions' weights, which the graph keeps in channels-last copies.
+        model.conv1.weight.mul_(-1)
+        torch.testing.assert_close(run(*inputs), model(*inputs))
+        model.conv2.weight = torch.nn.Parameter(torch.randn_like(model.conv2.weight))
         torch.testing.assert_close(run(*inputs), model(*inputs))
 
 

@@ -86,6 +86,44 @@ def test_binary_matches_eager_with_broadcasting_and_strides(name, layout, dtype)
     assert fused_nodes() >= 2
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+# Channels a multiple of 8 (runs whole and aligned) and not (runs cut short).
+@pytest.mark.parametrize("shape", [(2, 16, 5, 3), (3, 20, 7, 9)], ids=str)
+def test_channels_last_groups_match_eager(shape, dtype):
+    """Batch norm's form and a residual on a channels-last activation: the kernel walks
+    (N, H, W, C) and its output is channels-last, as eager's."""
+    x = rand(shape, dtype).contiguous(memory_format=torch.channels_last)
+    mean, var, w = (rand((shape[1], 1, 1), dtype) for _ in range(3))
+
+    def fn(x, mean, var, w):
+        return torch.relu((x - mean) * torch.rsqrt(var.abs() + 1e-5) * w) + x
+    got = compiled(fn)(x, mean, var, w)
+    want = fn(x, mean, var, w)
+    torch.testing.assert_close(got, want, **TOL[dtype])
+    assert got.stride() == want.stride()
+    assert [launch.perm for launch in backend.compiled_graphs()[-1].launches] == [(0, 2, 3, 1)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_convolutions_run_channels_last_and_return_eagers_layout(dtype):
+    """ResNet's block in inference: the convolutions take channels-last operands, the output
+    has eager's layout, and a weight changed in place is seen."""
+    model, (x,) = models.make("resnet", "cuda", dtype, small=True)
+    model.eval()
+    tol = TOL[dtype] if dtype != torch.float32 else dict(rtol=1e-4, atol=1e-4)
+    run = compiled(model)
+    with torch.no_grad():
+        got, want = run(x), model(x)
+        torch.testing.assert_close(got, want, **tol)
+        assert got.stride() == want.stride()
+        graph = backend.compiled_graphs()[-1].graph_module.graph
+        convs = [n for n in graph.nodes if n.target is torch.ops.aten.convolution.default]
+        assert len(convs) == 2 and all(
+            n.args[0].meta["val"].is_contiguous(memory_format=torch.channels_last) for n in convs)
+        model.conv2.weight.mul_(-0.5)
+        torch.testing.assert_close(run(x), model(x), **tol)
+
+
 @pytest.mark.parametrize("src, dst", [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32),
                                       (torch.float16, torch.float32), (torch.float32, torch.int32),
                                       (torch.int64, torch.float16), (torch.float32, torch.bool)])
