@@ -40,6 +40,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BACKENDS = ["eager", "inductor", "inductor-max-autotune", "cudajit"]
+# Measured when named in --backends: the backend with every layout as the graph has it.
+EXTRA_BACKENDS = ["cudajit-nchw"]
+_OPTIONS = {"cudajit": {}, "cudajit-nchw": {"channels_last": False}}
 
 
 def child(model_name: str, backend: str, reps: int) -> dict:
@@ -48,7 +51,7 @@ def child(model_name: str, backend: str, reps: int) -> dict:
     import torch._dynamo  # noqa: F401  (imported before the clock, in every process)
     sys.path.insert(0, HERE)
     import _backend_models as models
-    if backend == "cudajit":
+    if backend.startswith("cudajit"):
         import torch_cudajit  # noqa: F401
     model, inputs = models.make(model_name, "cuda", torch.bfloat16)
     model.eval()
@@ -59,7 +62,7 @@ def child(model_name: str, backend: str, reps: int) -> dict:
     elif backend == "inductor-max-autotune":
         fn = torch.compile(model, mode="max-autotune-no-cudagraphs")
     else:
-        fn = torch.compile(model, backend="cudajit")
+        fn = torch.compile(model, backend="cudajit", options=_OPTIONS[backend])
     with torch.no_grad():
         ref = model(*inputs) if backend != "eager" else None
         torch.cuda.synchronize()
@@ -198,14 +201,14 @@ def plot(results: dict, path: str) -> None:
     for ax, (key, phase, title) in zip(axes, [("first_s", "cold", "cold compile (s)"),
                                              ("first_s", "warm", "warm start (s)"),
                                              ("steady_ms", "warm", "steady state (ms)")]):
-        measured = [b for b in BACKENDS if all(b in results[m] for m in results)]
+        measured = [b for b in BACKENDS + EXTRA_BACKENDS if all(b in results[m] for m in results)]
         backends = measured if key == "steady_ms" else [b for b in measured if b != "eager"]
         width = 0.8 / len(backends)
         for i, b in enumerate(backends):
             vals = [results[m][b][phase].get(key, 0) for m in names]
             # One colour per backend in every panel (eager appears in the steady state only).
             ax.bar([x + i * width for x in range(len(names))], vals, width, label=b,
-                   color=f"C{BACKENDS.index(b)}")
+                   color=f"C{(BACKENDS + EXTRA_BACKENDS).index(b)}")
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names)
         ax.set_title(title)
         ax.set_ylim(bottom=0)  # linear from 0: bars' heights compare as the times do
@@ -321,9 +324,10 @@ def host_breakdown(gm, args, steps: int = 20) -> str:
     return "\n".join(lines)
 
 
-def profile(model_name: str) -> None:
+def profile(model_name: str, backend_name: str = "cudajit") -> None:
     """Host time per step, then the kernels that took the GPU's time (torch.profiler), and the
-    generated kernels' headers: where a compiled step's time goes."""
+    generated kernels' headers: where a compiled step's time goes (`backend_name` "cudajit" or
+    one of EXTRA_BACKENDS)."""
     import torch
     from torch._functorch import aot_autograd
     from torch.profiler import ProfilerActivity
@@ -333,7 +337,7 @@ def profile(model_name: str) -> None:
     from torch_cudajit import backend
     model, inputs = models.make(model_name, "cuda", torch.bfloat16)
     model.eval()
-    fn = torch.compile(model, backend="cudajit")
+    fn = torch.compile(model, backend="cudajit", options=_OPTIONS[backend_name])
     # The arguments each compiled graph is called with, for the breakdown by node.
     graph_args = []
     boxed = aot_autograd.make_boxed_func
@@ -373,12 +377,14 @@ def main():
     ap.add_argument("--steady-processes", type=int, default=1, metavar="N",
                     help="steady state as the median over N warm processes (default 1)")
     ap.add_argument("--backends", default=",".join(BACKENDS),
-                    help="a subset of " + ",".join(BACKENDS) + " (the table needs eager, "
-                    "inductor and cudajit)")
+                    help="a subset of " + ",".join(BACKENDS + EXTRA_BACKENDS) + " (the table "
+                    "needs eager, inductor and cudajit)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--plot")
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--profile", metavar="MODEL", help="profile one model's compiled step")
+    ap.add_argument("--profile-backend", default="cudajit", choices=list(_OPTIONS),
+                    help="the backend --profile compiles with (default cudajit)")
     ap.add_argument("--first-call-profile", nargs=2, metavar=("MODEL", "BACKEND"),
                     help="cProfile of a cold and a warm process's first call")
     ap.add_argument("--from-json", nargs="+", metavar="FILE",
@@ -393,7 +399,7 @@ def main():
         print(compile_latency())
         return
     if args.profile:
-        profile(args.profile)
+        profile(args.profile, args.profile_backend)
         return
     if args.first_call_profile:
         first_call_profile(*args.first_call_profile)

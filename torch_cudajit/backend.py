@@ -14,6 +14,8 @@ their operands in channels-last (torch_cudajit/_layout.py).
 
 Options, given as ``torch.compile(..., options={...})``:
     debug: print each generated kernel, with the FX nodes it fuses, to stderr.
+    channels_last: give 2-D convolutions of inference graphs channels-last operands (default
+        True; False leaves every layout as the graph has it).
 
 The graphs compiled last are kept in ``compiled_graphs()`` for inspection."""
 from __future__ import annotations
@@ -23,7 +25,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 
-_OPTIONS = {"debug"}
+_OPTIONS = {"debug", "channels_last"}
 _RECENT: collections.deque = collections.deque(maxlen=32)
 
 
@@ -39,6 +41,10 @@ def cudajit(gm, example_inputs, options: dict | None = None, **kwargs):
         raise ValueError(f"torch.compile backend 'cudajit': mode={mode!r} is not supported; "
                          f"leave mode unset")
     debug = bool(options.get("debug", False))
+    channels_last = options.get("channels_last", True)
+    if not isinstance(channels_last, bool):
+        raise TypeError(f"torch.compile backend 'cudajit': option channels_last must be a bool, "
+                        f"got {channels_last!r}")
     from functools import partial
 
     from torch._dynamo.backends.common import aot_autograd
@@ -48,7 +54,8 @@ def cudajit(gm, example_inputs, options: dict | None = None, **kwargs):
     compiler = partial(_compile, debug=debug)
     extra = _record_float_symbols(gm)
     compiled = aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
-                            inference_compiler=partial(_compile, debug=debug, inference=True),
+                            inference_compiler=partial(_compile, debug=debug, inference=True,
+                                                       channels_last=channels_last),
                             decompositions=decompositions(),
                             partition_fn=min_cut_rematerialization_partition,
                             keep_inference_input_mutations=True)(gm, example_inputs)
@@ -89,7 +96,8 @@ def _record_float_symbols(gm) -> int:
     return len(added)
 
 
-def _compile(gm, example_inputs, *, debug: bool, inference: bool = False):
+def _compile(gm, example_inputs, *, debug: bool, inference: bool = False,
+             channels_last: bool = False):
     from torch._functorch.aot_autograd import make_boxed_func
 
     from ._fusion import compile_graph
@@ -98,6 +106,7 @@ def _compile(gm, example_inputs, *, debug: bool, inference: bool = False):
         # the scores it no longer computes.
         from ._attention import rewrite
         rewrite(gm)
+    if inference and channels_last:
         # 2-D convolutions in channels-last, as cuDNN's tensor cores take them; the groups
         # around them walk that memory order.
         from ._layout import channels_last_convolutions

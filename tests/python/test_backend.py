@@ -494,6 +494,7 @@ def test_import_does_not_import_dynamo():
 
 @pytest.mark.parametrize("options, match", [
     ({"debgu": True}, "unknown option"),
+    ({"channels_last": "yes"}, "option channels_last must be a bool, got 'yes'"),
 ])
 def test_unknown_options_are_refused(options, match):
     torch._dynamo.reset()
@@ -700,6 +701,20 @@ def test_launches_see_weights_changed_in_place_or_replaced(groups_as_aten):
         torch.testing.assert_close(run(*inputs), model(*inputs))
         model.conv2.weight = torch.nn.Parameter(torch.randn_like(model.conv2.weight))
         torch.testing.assert_close(run(*inputs), model(*inputs))
+
+
+def test_the_channels_last_option_off_leaves_every_layout(groups_as_aten):
+    """options={"channels_last": False}: the convolutions take the model's NCHW tensors, no
+    copy is made and every kernel walks S as it is."""
+    torch._dynamo.reset()
+    model, inputs = models.make("resnet", "cpu", torch.float32, small=True)
+    model.eval()
+    run = torch.compile(model, backend="cudajit", options={"channels_last": False})
+    with torch.no_grad():
+        torch.testing.assert_close(run(*inputs), model(*inputs))
+    graph = backend.compiled_graphs()[-1]
+    assert [launch.perm for launch in graph.launches] == [None, None], graph.source
+    assert aten.clone.default not in called(graph.graph_module), graph.graph_module.code
 
 
 def test_a_launch_views_a_graph_input_itself_and_keeps_the_view():
