@@ -1414,7 +1414,7 @@ def _new_outputs(outputs, shape: tuple, device, perm=None):
     row outputs of one value per row in their keep or drop form, written through a view with
     a trailing 1."""
     outs, views = [], []
-    for level, dtype, order in outputs:
+    for level, dtype, order, inverse in outputs:
         if level == "e":
             if order is None:
                 o = torch.empty(shape, dtype=dtype, device=device)
@@ -1422,7 +1422,7 @@ def _new_outputs(outputs, shape: tuple, device, perm=None):
                 views.append(o)
             else:
                 dense = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
-                outs.append(dense.permute(*_inverse(order)))
+                outs.append(dense.permute(inverse))
                 views.append(dense if perm is not None else outs[-1])
         else:
             o = torch.empty(shape[:-1] + (1,) if level == "keep" else shape[:-1], dtype=dtype,
@@ -1433,8 +1433,9 @@ def _new_outputs(outputs, shape: tuple, device, perm=None):
 
 
 def _output_forms(plan: KernelPlan) -> list:
-    """(level, dtype, dimension order or None) of each output, as _new_outputs takes them."""
-    return [(m.level, dtype, order) for m, dtype, order in plan.outputs]
+    """(level, dtype, dimension order or None, its inverse) of each output, as _new_outputs
+    takes them."""
+    return [(m.level, dtype, order, order and _inverse(order)) for m, dtype, order in plan.outputs]
 
 
 def _inverse(order):
