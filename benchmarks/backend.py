@@ -40,9 +40,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BACKENDS = ["eager", "inductor", "inductor-max-autotune", "cudajit"]
-# Measured when named in --backends: the backend with every layout as the graph has it.
-EXTRA_BACKENDS = ["cudajit-nchw"]
-_OPTIONS = {"cudajit": {}, "cudajit-nchw": {"channels_last": False}}
+# Measured when named in --backends: the backend with its channels-last convolutions.
+EXTRA_BACKENDS = ["cudajit-channels-last"]
+_OPTIONS = {"cudajit": {}, "cudajit-channels-last": {"channels_last": True}}
 
 
 def child(model_name: str, backend: str, reps: int) -> dict:

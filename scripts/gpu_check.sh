@@ -131,9 +131,9 @@ if wants backend backend-tests; then
     python3 benchmarks/backend.py --profile "$m" > "$OUT/profile_$m.txt" 2>&1
     head -1 "$OUT/profile_$m.txt"
   done
-  # ResNet's convolutions as the model gives them (NCHW), for the channels-last pass's effect.
-  python3 benchmarks/backend.py --profile resnet --profile-backend cudajit-nchw > "$OUT/profile_resnet_nchw.txt" 2>&1
-  head -1 "$OUT/profile_resnet_nchw.txt"
+  # ResNet with channels-last convolutions (options={"channels_last": True}).
+  python3 benchmarks/backend.py --profile resnet --profile-backend cudajit-channels-last > "$OUT/profile_resnet_channels_last.txt" 2>&1
+  head -1 "$OUT/profile_resnet_channels_last.txt"
   echo "== backend: row-kernel shapes (benchmarks/row_kernel_probe.py)"
   python3 benchmarks/row_kernel_probe.py 2>&1 | grep -v Warning | tee "$OUT/row_probe.txt"
   echo "== backend: run-kernel shapes (benchmarks/run_kernel_probe.py)"

@@ -15,7 +15,7 @@ their operands in channels-last (torch_cudajit/_layout.py).
 Options, given as ``torch.compile(..., options={...})``:
     debug: print each generated kernel, with the FX nodes it fuses, to stderr.
     channels_last: give 2-D convolutions of inference graphs channels-last operands (default
-        True; False leaves every layout as the graph has it).
+        False: every layout stays as the graph has it).
 
 The graphs compiled last are kept in ``compiled_graphs()`` for inspection."""
 from __future__ import annotations
@@ -41,7 +41,7 @@ def cudajit(gm, example_inputs, options: dict | None = None, **kwargs):
         raise ValueError(f"torch.compile backend 'cudajit': mode={mode!r} is not supported; "
                          f"leave mode unset")
     debug = bool(options.get("debug", False))
-    channels_last = options.get("channels_last", True)
+    channels_last = options.get("channels_last", False)
     if not isinstance(channels_last, bool):
         raise TypeError(f"torch.compile backend 'cudajit': option channels_last must be a bool, "
                         f"got {channels_last!r}")

@@ -106,12 +106,13 @@ def test_channels_last_groups_match_eager(shape, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_convolutions_run_channels_last_and_return_eagers_layout(dtype):
-    """ResNet's block in inference: the convolutions take channels-last operands, the output
-    has eager's layout, and a weight changed in place is seen."""
+    """ResNet's block in inference with options={"channels_last": True}: the convolutions take
+    channels-last operands, the output has eager's layout, and a weight changed in place is
+    seen."""
     model, (x,) = models.make("resnet", "cuda", dtype, small=True)
     model.eval()
     tol = TOL[dtype] if dtype != torch.float32 else dict(rtol=1e-4, atol=1e-4)
-    run = compiled(model)
+    run = compiled(model, options={"channels_last": True})
     with torch.no_grad():
         got, want = run(x), model(x)
         torch.testing.assert_close(got, want, **tol)
