@@ -9,7 +9,10 @@ of calls cost host time and nothing on the GPU:
   input and calls the same mm or addmm, on torch 2.11 and 2.15 alike);
 - the remaining view operations (``view``, ``t``, ``transpose``, ``permute``, ...) go through the
   OpOverload's Python wrapper; the Tensor method of the same name is one binding call (a
-  ``slice`` with static bounds is ``narrow``).
+  ``slice`` with static bounds is ``narrow``). The operations the backend leaves to aten that
+  have one overload (``convolution``, ``mm``, ``bmm``, ``addmm``) are called through their
+  ``torch`` function, whose argument parsing costs less than the OpOverload's boxing of the
+  same arguments (a convolution's several lists above all).
 
 ``lighten(graph)`` rewrites both in place. It changes no values: every rewritten node computes
 what it replaced, and a node whose intermediate results are read elsewhere is left alone.
@@ -26,6 +29,10 @@ _METHODS = {aten.view.default: "view", aten.t.default: "t", aten.transpose.int: 
             aten.permute.default: "permute", aten.unsqueeze.default: "unsqueeze",
             aten.squeeze.dim: "squeeze", aten.select.int: "select", aten.expand.default: "expand"}
 _RESHAPES = (aten.view.default, aten._unsafe_view.default)
+# aten operations with one overload and the torch functions that call them with the same
+# positional arguments.
+_FUNCTIONS = {aten.convolution.default: torch.convolution, aten.mm.default: torch.mm,
+              aten.bmm.default: torch.bmm, aten.addmm.default: torch.addmm}
 
 
 def _val(node):
@@ -99,8 +106,9 @@ def _narrow_args(node: fx.Node):
 
 
 def lighten(graph: fx.Graph) -> int:
-    """Rewrites `graph`'s linear layers to one call each and its view operations to Tensor
-    methods (see the module docstring); returns how many nodes it rewrote."""
+    """Rewrites `graph`'s linear layers to one call each, its view operations to Tensor methods
+    and its convolutions and matrix products to torch functions (see the module docstring);
+    returns how many nodes it rewrote."""
     rewritten = 0
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target not in (aten.mm.default, aten.addmm.default):
@@ -121,6 +129,14 @@ def lighten(graph: fx.Graph) -> int:
         rewritten += 1
     for node in list(graph.nodes):
         if node.op != "call_function" or node.kwargs:
+            continue
+        if node.target in _FUNCTIONS:
+            with graph.inserting_before(node):
+                call = graph.call_function(_FUNCTIONS[node.target], node.args)
+            call.meta = dict(node.meta)
+            node.replace_all_uses_with(call)
+            graph.erase_node(node)
+            rewritten += 1
             continue
         if node.target in _METHODS:
             name, args = _METHODS[node.target], node.args

@@ -99,6 +99,29 @@ def test_view_operations_become_tensor_methods(name):
     assert not any(isinstance(t, torch._ops.OpOverload) and t.is_view for t in _targets(gm)), _targets(gm)
 
 
+# name: (function, its inputs, the torch function it calls after the rewrite)
+ATEN_CALLS = {
+    "convolution": (lambda x, w: F.conv2d(x, w, padding=1, stride=2),
+                    (torch.randn(2, 4, 9, 9), torch.randn(6, 4, 3, 3)), torch.convolution),
+    "grouped_convolution": (lambda x, w: F.conv2d(x, w, groups=2, dilation=2),
+                            (torch.randn(2, 4, 9, 9), torch.randn(6, 2, 3, 3)), torch.convolution),
+    "mm": (lambda a, b: a @ b, (torch.randn(5, 7), torch.randn(7, 3)), torch.mm),
+    "bmm": (lambda a, b: a @ b, (torch.randn(2, 5, 7), torch.randn(2, 7, 3)), torch.bmm),
+    "addmm": (lambda a, b: torch.addmm(B[:3], a, b), (torch.randn(5, 7), torch.randn(7, 3)),
+              torch.addmm),
+}
+
+
+@pytest.mark.parametrize("name", list(ATEN_CALLS))
+def test_convolutions_and_products_call_their_torch_function(name):
+    fn, args, function = ATEN_CALLS[name]
+    gm = _check_same(fn, *args)
+    assert function in _targets(gm)
+    assert not any(isinstance(t, torch._ops.OpOverload) and t in (
+        aten.convolution.default, aten.mm.default, aten.bmm.default, aten.addmm.default)
+        for t in _targets(gm)), _targets(gm)
+
+
 def test_a_strided_slice_stays_aten():
     gm = _check_same(lambda x: x[:, ::2] + 1, torch.randn(4, 9))
     assert aten.slice.Tensor in _targets(gm)
@@ -126,4 +149,4 @@ def test_symbolic_sizes_keep_the_linear_decomposed():
         gm = make_fx(lambda x, w: torch.mm(x.view(-1, 16), w.t()).view(x.shape[0], 5, 24),
                      decomposition_table=decompositions(), tracing_mode="fake")(x, w)
     lighten(gm.graph)
-    assert aten.mm.default in _targets(gm) and torch._C._nn.linear not in _targets(gm)
+    assert torch.mm in _targets(gm) and torch._C._nn.linear not in _targets(gm)
