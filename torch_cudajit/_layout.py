@@ -75,6 +75,7 @@ def channels_last_convolutions(gm: fx.GraphModule) -> int:
         return 0
     output = next(n for n in graph.nodes if n.op == "output")
     before = {n: _val(n) for n in output.all_input_nodes}
+    metas = {n: n.meta.get("val") for n in graph.nodes}
     inputs, weights = [], []
     for conv in convs:
         for operand, made in ((conv.args[0], inputs), (conv.args[1], weights)):
@@ -89,7 +90,18 @@ def channels_last_convolutions(gm: fx.GraphModule) -> int:
             made.append(copy)
     if not inputs and not weights:
         return 0
-    FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*[_val(n) for n in placeholders])
+    try:
+        FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*[_val(n) for n in placeholders])
+    except Exception:  # noqa: BLE001  (an operation fake tensors cannot run again)
+        # The graph as it was: the copies out, every meta value back. The convolutions keep
+        # the layouts the graph gives them, as without the option.
+        for copy in inputs + weights:
+            copy.replace_all_uses_with(copy.args[0])
+            graph.erase_node(copy)
+        for n, val in metas.items():
+            if val is not None:
+                n.meta["val"] = val
+        return 0
     for copy in inputs:
         # An input made by what an earlier convolution's output flows through is channels-last
         # now: its copy goes.

@@ -94,6 +94,23 @@ def test_convolutions_left_alone(case):
     assert channels_last_convolutions(gm) == 0 and gm.code == code
 
 
+def test_a_graph_whose_meta_values_cannot_be_propagated_again_is_left_as_it_was(monkeypatch):
+    """Where fake tensors cannot run the graph again, the pass takes back its copies and every
+    meta value: the convolutions keep the graph's layouts."""
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    def fail(self, *args):
+        raise RuntimeError("an operation without a fake implementation")
+    gm = trace(_block, *BLOCK)
+    code = gm.code
+    vals = {n.name: n.meta.get("val") for n in gm.graph.nodes}
+    monkeypatch.setattr(FakeTensorProp, "propagate_dont_convert_inputs", fail)
+    assert channels_last_convolutions(gm) == 0
+    gm.recompile()
+    assert gm.code == code
+    assert {n.name: n.meta.get("val") for n in gm.graph.nodes} == vals
+
+
 @pytest.mark.parametrize("change", ["none", "in place", "through .data", "new tensor", "layout"])
 def test_a_kept_weight_is_copied_again_only_when_it_changed(change):
     keep = KeptChannelsLast()
