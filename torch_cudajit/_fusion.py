@@ -1001,8 +1001,9 @@ class _Emitter:
 
     def _vectorizable(self) -> bool:
         """One output, and every input read whole at the iteration shape and contiguous (dense
-        in the walk's order, where it has one) in the traced program: cj::elementwise, whose 16-byte vector loads and stores are used when
-        the arrays' layouts allow it at run time."""
+        in the walk's order, where it has one) in the traced program: cj::elementwise, whose
+        16-byte vector loads and stores are used when the arrays' layouts allow it at run
+        time."""
         perm = self.plan.perm
         if len(self.plan.outputs) != 1 or self.g.cats or (
                 self.plan.outputs[0][2] is not None and perm is None):

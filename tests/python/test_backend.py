@@ -297,6 +297,25 @@ def test_a_channels_last_group_walks_memory_order(layout):
         assert all(t.stride() == (0, 1, 0, 0) for t in statistics)
 
 
+def test_a_channels_last_group_of_whole_inputs_is_elementwise():
+    """Every input read whole and dense in the walk's order: cj::elementwise over the permuted
+    views, which are contiguous, so its 16-byte vectors apply."""
+    c = compiled(lambda x, y: x * 2 + y, ((2, 16, 5, 3), torch.float16, "channels_last"),
+                 ((2, 16, 5, 3), torch.float16, "channels_last"))
+    (launch,) = c.launches
+    assert launch.perm == (0, 2, 3, 1) and "cj::elementwise" in c.source, c.source
+    seen = []
+    launch.launchers.clear()
+    launch.launch_forall = lambda tasks: lambda *args: seen.append((tasks, args))
+    x, y = (torch.randn(2, 16, 5, 3, dtype=torch.float16).to(memory_format=torch.channels_last)
+            for _ in range(2))
+    (out,) = launch(x, y)
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    (tasks, args), = seen
+    assert tasks == out.numel() and args[-1] == out.numel()
+    assert all(a.is_contiguous() and a.shape == (2, 5, 3, 16) for a in args[:3])
+
+
 def test_groups_of_several_memory_orders_keep_the_order_of_s():
     """Outputs of different layouts (a channels-last and a contiguous one): no common memory
     order, so the kernel walks S as it is."""
