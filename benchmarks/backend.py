@@ -10,7 +10,8 @@ For each model and backend, in fresh processes:
                 processes (the figure moves between processes by up to a tenth).
 torch and torch._dynamo are imported before the clock starts in every process; what a backend
 imports on its first call counts as its compile. Inductor runs in its default mode and in
-max-autotune-no-cudagraphs.
+max-autotune-no-cudagraphs. `--backends` may also name cudajit-channels-last, the backend with
+options={"channels_last": True}, and `--profile-backend` profiles it.
 
 Targets (the issue this backend answers): cold compile at most 1/10 of Inductor's default,
 warm start at most 1/5, steady state at least 0.95x Inductor's default and faster than eager.
