@@ -77,17 +77,20 @@ def channels_last_convolutions(gm: fx.GraphModule) -> int:
     before = {n: _val(n) for n in output.all_input_nodes}
     metas = {n: n.meta.get("val") for n in graph.nodes}
     inputs, weights = [], []
+    copies: dict = {}  # operand -> its copy, shared by the convolutions that read it
     for conv in convs:
         for operand, made in ((conv.args[0], inputs), (conv.args[1], weights)):
             if _channels_last(_val(operand)):
                 continue
-            with graph.inserting_before(conv):
-                # A weight's copy is a clone while the meta values are propagated, and its
-                # keeper after.
-                copy = graph.call_function(aten.clone.default, (operand,),
-                                           {"memory_format": torch.channels_last})
+            copy = copies.get(operand)
+            if copy is None:
+                with graph.inserting_before(conv):
+                    # A weight's copy is a clone while the meta values are propagated, and its
+                    # keeper after.
+                    copy = copies[operand] = graph.call_function(
+                        aten.clone.default, (operand,), {"memory_format": torch.channels_last})
+                made.append(copy)
             conv.replace_input_with(operand, copy)
-            made.append(copy)
     if not inputs and not weights:
         return 0
     try:

@@ -58,6 +58,22 @@ def test_convolutions_take_channels_last_operands():
     assert len(back) == 1 and back[0] is _result(gm)
 
 
+def test_convolutions_of_one_input_share_its_copy():
+    """A block's input read by its first convolution and by a 1x1 downsampling one, as in
+    ResNet's downsampling blocks: one copy to channels-last, read by both."""
+    def block(x, w1, w2):
+        return F.conv2d(x, w1, padding=1, stride=2) + F.conv2d(x, w2, stride=2)
+    gm = trace(block, ((2, 16, 8, 8), torch.float16), ((32, 16, 3, 3), torch.float16),
+               ((32, 16, 1, 1), torch.float16))
+    assert channels_last_convolutions(gm) == 2
+    copies = [c for c in _targets(gm, aten.clone.default)
+              if c.kwargs["memory_format"] == torch.channels_last]
+    # A 1x1 weight is channels-last as it is: only the 3x3 one is kept in a copy.
+    assert len(copies) == 1 and len(copies[0].users) == 2 and len(_keepers(gm)) == 1
+    args = [torch.randn(2, 16, 8, 8), torch.randn(32, 16, 3, 3), torch.randn(32, 16, 1, 1)]
+    torch.testing.assert_close(gm(*args), block(*args), rtol=1e-5, atol=1e-5)
+
+
 def test_outputs_keep_eagers_layout():
     """The rewritten graph returns what eager returns, in eager's layout (checked by running
     the graph: fake tensors carry no values)."""
