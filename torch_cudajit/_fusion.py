@@ -801,11 +801,11 @@ class _Emitter:
             v = _val(m.node)
             order = None
             if m.level == "e" and not v.is_contiguous():
-                order = sorted(range(v.dim()), key=lambda d: (-_hint(v.stride()[d]), d))
+                order = tuple(sorted(range(v.dim()), key=lambda d: (-_hint(v.stride()[d]), d)))
                 if not _dense(v, order):
                     order = None
             plan.outputs.append((m, v.dtype, order))
-        orders = {tuple(o) if o is not None else None for m, _, o in plan.outputs if m.level == "e"}
+        orders = {o for m, _, o in plan.outputs if m.level == "e"}
         if not g.row and not g.cats and len(orders) == 1 and None not in orders:
             plan.perm = orders.pop()
         body = self._row_body(members, reductions) if g.row else self._pointwise_body(members)
@@ -953,7 +953,7 @@ class _Emitter:
         if not _multiple_of(shape[self._last_dim()], RUN):
             return set()
         aligned = {f"out{i}" for i, (m, _, order) in enumerate(self.plan.outputs)
-                   if m.level == "e" and (tuple(order) if order else None) == perm}
+                   if m.level == "e" and order == perm}
         for inp in self.inputs.values():
             if inp.level == "e" and inp.name in self.run_arrays and \
                     self._aligned_view(_val(inp.node), shape, perm):

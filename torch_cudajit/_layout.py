@@ -1,5 +1,5 @@
 """Channels-last convolutions in inference graphs: the cudajit backend runs this before it
-partitions a graph.
+partitions a graph when ``options={"channels_last": True}`` asks for it (off by default).
 
 cuDNN's tensor-core convolutions work in NHWC. Given NCHW tensors, aten converts them at every
 call (the weight too) or runs slower NCHW kernels. Here each 2-D convolution gets its input
@@ -125,7 +125,7 @@ def channels_last_convolutions(gm: fx.GraphModule) -> int:
         back.meta["val"] = was
         output.replace_input_with(n, back)
     for copy in weights:
-        # Each weight node gets its own keeper: one per convolution operand.
+        # Each weight's copy becomes its own keeper, shared by the convolutions that read it.
         copy.target, copy.args, copy.kwargs = KeptChannelsLast(), (copy.args[0],), {}
     graph.lint()
     gm.recompile()

@@ -9,8 +9,8 @@ becomes one CUDA C++ kernel; all kernels of a graph compile as one NVRTC program
 disk cache. Everything else (matmul, convolution, attention, random numbers, views) runs as the
 aten operation it is, so a model that runs eagerly runs here. In inference graphs, attention
 written out as matmul, softmax and matmul (with a causal mask or none) becomes aten's
-scaled_dot_product_attention first (torch_cudajit/_attention.py), and 2-D convolutions take
-their operands in channels-last (torch_cudajit/_layout.py).
+scaled_dot_product_attention first (torch_cudajit/_attention.py), and, with the channels_last
+option, 2-D convolutions take their operands in channels-last (torch_cudajit/_layout.py).
 
 Options, given as ``torch.compile(..., options={...})``:
     debug: print each generated kernel, with the FX nodes it fuses, to stderr.
