@@ -11,7 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from torch_cudajit import backend
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from torch_cudajit import _host, backend
 from torch_cudajit._loader import _C
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
@@ -118,11 +120,54 @@ def test_convolutions_run_channels_last_and_return_eagers_layout(dtype):
         torch.testing.assert_close(got, want, **tol)
         assert got.stride() == want.stride()
         graph = backend.compiled_graphs()[-1].graph_module.graph
-        convs = [n for n in graph.nodes if n.target is torch.convolution]  # _host.lighten
+        # _host.lighten: cuDNN's convolution called directly in half precision.
+        want_target = torch.convolution if dtype == torch.float32 else _host.cudnn_convolution
+        convs = [n for n in graph.nodes if n.target is want_target]
         assert len(convs) == 2 and all(
             n.args[0].meta["val"].is_contiguous(memory_format=torch.channels_last) for n in convs)
         model.conv2.weight.mul_(-0.5)
         torch.testing.assert_close(run(x), model(x), **tol)
+
+
+# (input shape, weight shape, bias, stride, padding, groups, layout of the operands)
+CUDNN_CONVOLUTIONS = {
+    "3x3": ((4, 16, 12, 12), (24, 16, 3, 3), False, 1, 1, 1, "contiguous"),
+    "3x3_bias_stride2": ((4, 16, 12, 12), (24, 16, 3, 3), True, 2, 1, 1, "contiguous"),
+    "1x1_stride2": ((4, 16, 12, 12), (32, 16, 1, 1), False, 2, 0, 1, "contiguous"),
+    "grouped": ((2, 16, 10, 10), (16, 4, 3, 3), False, 1, 1, 4, "contiguous"),
+    "channels_last": ((4, 16, 12, 12), (24, 16, 3, 3), False, 1, 1, 1, "channels_last"),
+    "channels_last_bias": ((4, 16, 12, 12), (24, 16, 3, 3), True, 1, 1, 1, "channels_last"),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", list(CUDNN_CONVOLUTIONS))
+@pytest.mark.parametrize("flags", ["default", "benchmark", "deterministic", "cudnn_off"])
+def test_direct_cudnn_convolutions_are_aten_bit_for_bit(case, dtype, flags):
+    """_host.cudnn_convolution against aten's convolution on the same operands, under each of
+    cuDNN's flags (read at each call), bit for bit with the same strides; the graph rewrite
+    picks it for each case."""
+        xs, ws, has_bias, stride, padding, groups, layout = CUDNN_CONVOLUTIONS[case]
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    x = rand(xs, dtype).contiguous(memory_format=fmt)
+    w = rand(ws, dtype).contiguous(memory_format=fmt)
+    b = rand((ws[0],), dtype) if has_bias else None
+    conv = [[stride] * 2, [padding] * 2, [1, 1]]
+
+    def aten_conv(x, w, b):
+        return torch.ops.aten.convolution.default(x, w, b, *conv, False, [0, 0], groups)
+    gm = make_fx(aten_conv)(x, w, b)
+    (node,) = [n for n in gm.graph.nodes if n.target is torch.ops.aten.convolution.default]
+    for n, v in zip([n for n in gm.graph.nodes if n.op == "placeholder"], (x, w, b)):
+        n.meta["val"] = v  # the operands themselves stand for their meta values
+    assert _host._cudnn_convolution_args(node) is not None
+    with torch.backends.cudnn.flags(enabled=flags != "cudnn_off",
+                                    benchmark=flags == "benchmark",
+                                    deterministic=flags == "deterministic"):
+        want = aten_conv(x, w, b)
+        got = _host.cudnn_convolution(x, w, b, *conv[:2], conv[2], groups)
+    assert got.stride() == want.stride()
+    assert torch.equal(got, want)
 
 
 @pytest.mark.parametrize("src, dst", [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32),

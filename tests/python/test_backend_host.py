@@ -150,3 +150,68 @@ def test_symbolic_sizes_keep_the_linear_decomposed():
                      decomposition_table=decompositions(), tracing_mode="fake")(x, w)
     lighten(gm.graph)
     assert torch.mm in _targets(gm) and torch._C._nn.linear not in _targets(gm)
+
+
+# name: (convolution, its operands as (shape, dtype, layout), whether aten's backend selection
+# is cuDNN (this machine has no cuDNN: the selection is given), whether it calls cuDNN directly)
+CONVOLUTIONS = {
+    "bf16": (lambda x, w: F.conv2d(x, w, padding=1),
+             [((2, 16, 8, 8), torch.bfloat16), ((16, 16, 3, 3), torch.bfloat16)], True, True),
+    "fp16_bias_stride2": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1),
+                          [((2, 16, 8, 8), torch.float16), ((8, 16, 3, 3), torch.float16),
+                           ((8,), torch.float16)], True, True),
+    "channels_last": (lambda x, w: F.conv2d(x, w),
+                      [((2, 16, 8, 8), torch.float16, "channels_last"),
+                       ((16, 16, 1, 1), torch.float16, "channels_last")], True, True),
+    # fp32 is where cuDNN's TF32 settings would decide; left to aten.
+    "fp32": (lambda x, w: F.conv2d(x, w),
+             [((2, 16, 8, 8), torch.float32), ((16, 16, 3, 3), torch.float32)], True, False),
+    # Dilation is where cuDNN's deterministic flag changes the selection.
+    "dilated": (lambda x, w: F.conv2d(x, w, dilation=2),
+                [((2, 16, 8, 8), torch.float16), ((16, 16, 3, 3), torch.float16)], True, False),
+    "transposed": (lambda x, w: F.conv_transpose2d(x, w),
+                   [((2, 16, 8, 8), torch.float16), ((16, 16, 3, 3), torch.float16)], True, False),
+    "1d": (lambda x, w: F.conv1d(x, w),
+           [((2, 16, 8), torch.float16), ((16, 16, 3), torch.float16)], True, False),
+    # A channels-last input with a contiguous weight: aten's cuDNN path would copy the
+    # weight to channels-last first.
+    "mixed_layouts": (lambda x, w: F.conv2d(x, w),
+                      [((2, 16, 8, 8), torch.float16, "channels_last"),
+                       ((16, 16, 3, 3), torch.float16)], True, False),
+    "not_cudnn": (lambda x, w: F.conv2d(x, w),
+                  [((2, 16, 8, 8), torch.float16), ((16, 16, 3, 3), torch.float16)], False, False),
+}
+
+
+@pytest.mark.parametrize("name", list(CONVOLUTIONS))
+def test_convolutions_that_aten_runs_on_cudnn_call_it_directly(name, monkeypatch):
+    from test_backend import trace
+
+    from torch_cudajit import _host
+    fn, specs, selected, direct = CONVOLUTIONS[name]
+    chosen = torch._C._ConvBackend.Cudnn if selected else torch._C._ConvBackend.Slow2d
+    gm = trace(fn, *specs)
+    monkeypatch.setattr(torch._C, "_select_conv_backend", lambda *a: chosen)
+    lighten(gm.graph)
+    targets = _targets(gm)
+    assert (_host.cudnn_convolution in targets) == direct, targets
+    assert aten.convolution.default not in targets and aten.convolution_backward not in targets
+    if direct:
+        (call,) = [n for n in gm.graph.nodes if n.target is _host.cudnn_convolution]
+        x, w, b, stride, padding, dilation, groups = call.args
+        conv = [n for n in call.args[:3] if n is not None]
+        assert [n.op for n in conv] == ["placeholder"] * len(specs)
+        assert dilation == [1, 1] and groups == 1
+        assert (stride, padding) == (([2, 2], [1, 1]) if name == "fp16_bias_stride2" else
+                                     ([1, 1], [1, 1]) if name == "bf16" else ([1, 1], [0, 0]))
+
+
+def test_a_direct_cudnn_convolution_with_cudnn_turned_off_is_atens():
+    """cuDNN turned off after the graph was compiled: aten's convolution, which picks another
+    backend (here the CPU's), bit for bit, bias added."""
+    from torch_cudajit._host import cudnn_convolution
+    x, w, b = torch.randn(2, 4, 9, 9), torch.randn(6, 4, 3, 3), torch.randn(6)
+    with torch.backends.cudnn.flags(enabled=False):
+        for bias in (None, b):
+            got = cudnn_convolution(x, w, bias, [2, 2], [1, 1], [1, 1], 1)
+            assert torch.equal(got, F.conv2d(x, w, bias, stride=2, padding=1))
