@@ -140,3 +140,23 @@ def test_backend_benchmark_refuses_a_process_count_below_one(capsys, monkeypatch
     with pytest.raises(SystemExit):
         bench.main()
     assert "--steady-processes: 0 is not a process count; expected 1 or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("with_floor", [True, False])
+def test_backend_benchmark_gives_each_compile_target_its_floor(with_floor):
+    """The verdicts on cold compile and warm start give aot_eager's first call (Dynamo and
+    AOTAutograd alone) as a fraction of Inductor's when it was measured."""
+    bench = _benchmark("backend")
+
+    def row(cold, warm, ms):
+        return {"cold": {"first_s": cold, "steady_ms": ms}, "warm": {"first_s": warm, "steady_ms": ms}}
+    rows = {"eager": row(0, 0, 1.0), "inductor": row(4.0, 1.0, 0.5), "cudajit": row(1.0, 0.5, 0.4)}
+    if with_floor:
+        rows["aot_eager"] = row(0.6, 0.3, 0.9)
+    text = bench.table({"resnet": rows})
+    assert "- resnet, cold compile: 0.250 of Inductor's (target 0.1" in text
+    assert "- resnet, steady state vs Inductor: 1.25x (target 0.95x)" in text
+    floors = ["; Dynamo and AOTAutograd alone (aot_eager) 0.150)",
+              "; Dynamo and AOTAutograd alone (aot_eager) 0.300)"]
+    assert all((f in text) == with_floor for f in floors), text
+    assert ("| resnet | aot_eager | 0.60 | 0.30 | 0.900 |" in text) == with_floor
