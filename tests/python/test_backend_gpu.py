@@ -147,7 +147,7 @@ def test_direct_cudnn_convolutions_are_aten_bit_for_bit(case, dtype, flags):
     """_host.cudnn_convolution against aten's convolution on the same operands, under each of
     cuDNN's flags (read at each call), bit for bit with the same strides; the graph rewrite
     picks it for each case."""
-        xs, ws, has_bias, stride, padding, groups, layout = CUDNN_CONVOLUTIONS[case]
+    xs, ws, has_bias, stride, padding, groups, layout = CUDNN_CONVOLUTIONS[case]
     fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
     x = rand(xs, dtype).contiguous(memory_format=fmt)
     w = rand(ws, dtype).contiguous(memory_format=fmt)
