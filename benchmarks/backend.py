@@ -316,6 +316,7 @@ def host_breakdown(gm, args, reps: int = 50) -> str:
     import torch
     import torch.fx as fx
 
+    from _timing import per_call_us
     from torch_cudajit._fusion import GroupLaunch
 
     calls: list = []
@@ -330,14 +331,8 @@ def host_breakdown(gm, args, reps: int = 50) -> str:
             return super().call_method(target, a, kw)
 
     def timed(fn, *a, **kw) -> float:
-        rounds = []
-        for _ in range(9):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                fn(*a, **kw)
-            rounds.append((time.perf_counter() - t0) / reps)
-        return statistics.median(rounds) * 1e6
+        # Each call was made once already, by the recording run.
+        return per_call_us(lambda: fn(*a, **kw), calls=reps, repeats=9, warmup=0)
 
     def launch_only(group: GroupLaunch, a) -> float:
         # The arguments the group's cached launcher gets, recorded by wrapping it once.
