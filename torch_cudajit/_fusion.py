@@ -28,6 +28,7 @@ import torch.fx as fx
 
 from . import _fusion_ops as ops
 from ._host import _METHODS, _val, lighten
+from ._loader import _C
 
 aten = torch.ops.aten
 
@@ -38,6 +39,11 @@ _VIEW_OPS = {aten.view.default, aten._unsafe_view.default, aten.unsqueeze.defaul
 RUN = 8
 ROW_RUNS = 2
 ROW_LANES = RUN * ROW_RUNS
+# The most parameters the partition lets a group's kernel have (Partition._within_bound): the
+# plugin's bound on a kernel's parameters, less room for what that count leaves out (a kernel's
+# sizes, a tensor read both per element and per row). A larger group is split where it would
+# pass the bound; a kernel still over the plugin's own is left to aten (_Emitter.emit).
+_GROUP_PARAMS = _C.max_kernel_params - 8
 
 
 def _is_tensor(node) -> bool:
@@ -271,6 +277,8 @@ class Partition:
                 continue
             if h.cats and (g.row or not _same_shape(h.shape, g.shape)):
                 continue  # a cat is computed at its own shape, in a pointwise kernel
+            if not self._within_bound(g, h):
+                continue
             for n, m in h.members.items():
                 if m.branch < 0:
                     m.level = level
@@ -285,6 +293,18 @@ class Partition:
         """The tensors `g` reads that it does not compute."""
         return {x for n in g.members for x in n.all_input_nodes
                 if x not in g.members and not _is_scalar_input(x)}
+
+    def _within_bound(self, g: Group, *added) -> bool:
+        """Whether `g` with the nodes `added` (or the members of the groups `added`) keeps its
+        kernel's parameters within _GROUP_PARAMS: the tensors and scalars it reads from
+        outside, and its members that a node outside it reads, or may read (a user not placed
+        yet), each one parameter."""
+        members = set(g.members)
+        for a in added:
+            members.update(a.members if isinstance(a, Group) else (a,))
+        reads = {x for n in members for x in n.all_input_nodes if x not in members}
+        outs = sum(1 for n in members if any(u not in members for u in n.users))
+        return len(reads) + outs <= _GROUP_PARAMS
 
     def _merge_siblings(self):
         """Pointwise groups of one shape that read a common tensor and do not depend on each
@@ -305,7 +325,8 @@ class Partition:
                 if not reads_g & reads_h:
                     continue
                 if any(self._depends_on_group(x, g) for x in reads_h) or \
-                        any(self._depends_on_group(x, h) for x in reads_g):
+                        any(self._depends_on_group(x, h) for x in reads_g) or \
+                        not self._within_bound(g, h):
                     continue
                 for n, m in list(g.members.items()) + list(h.members.items()):
                     m.var = f"v{n.name}"  # (emit numbers them again in graph order)
@@ -394,13 +415,13 @@ class Partition:
                 return False
             if self._depends_on_group(o, g):
                 return False
-        return True
+        return self._within_bound(g, node)
 
     def _place_reduction(self, node, x, keepdim):
         level = "keep" if keepdim else "drop"
         g = self.group_of.get(x)
         if g is not None and not g.cats and g.members[x].level == "e" and \
-                _same_shape(_val(x).shape, g.shape):
+                _same_shape(_val(x).shape, g.shape) and self._within_bound(g, node):
             g.row = True
             self._add(g, node, level)
             return
@@ -440,6 +461,11 @@ class Partition:
             else:
                 absorbed.append(None)
         g = Group(len(self.groups), tuple(val.shape))
+        if not self._within_bound(g, node, *filter(None, absorbed)):
+            # Loaded instead of computed in their branches: each operand one parameter.
+            absorbed = [None] * len(absorbed)
+            if not all(self._readable(t) for t in tensors) or not self._within_bound(g, node):
+                return
         self.groups.append(g)
         for k, h in enumerate(absorbed):
             if h is None:
@@ -460,7 +486,7 @@ class Partition:
         if g is None or g.members[src].level not in ("keep", "drop"):
             return
         target = "keep" if g.members[src].level == "drop" else "drop"
-        if _same_shape(_val(node).shape, g.level_shape(target)):
+        if _same_shape(_val(node).shape, g.level_shape(target)) and self._within_bound(g, node):
             self._add(g, node, target, alias=g.members[src].var)
 
     def _add(self, g: Group, node, level, alias=None):
@@ -825,6 +851,9 @@ class _Emitter:
             params += ["long long cj_rows", "long long cj_cols"]
         elif not plan.runs:
             params.append("long long cj_n")
+        if len(params) > _C.max_kernel_params:
+            raise _Unfusable(f"{len(params)} parameters, over the plugin's "
+                             f"{_C.max_kernel_params}")
         # Row kernels launch up to _ROW_THREADS_MAX threads a block: the bound keeps the
         # register pass's arrays within what a block that size may use.
         bounds = f"__launch_bounds__({_ROW_THREADS_MAX}) " if g.row else ""

@@ -223,6 +223,8 @@ void bind_runtime(py::module_& m) {
   m.def("driver_available", &torch_cudajit::detail::driver_available);
   m.def("default_include_dirs", &default_include_dirs);
   m.def("cudadevrt_library", &cudadevrt_library);
+  // The most parameters a kernel may have, for code generators that must stay within it.
+  m.attr("max_kernel_params") = py::int_(kMaxParams);
   m.def("device_compute_capability", [](int d) { return device_limits(d).compute_capability; });
   m.def("image_format", [](py::bytes image) { return to_string(image_format(std::string(image))); });
   m.def("device_multiprocessors", [](int d) { return device_limits(d).multiprocessors; });

@@ -72,3 +72,28 @@ CATS = {
     "cat_of_cats": (lambda x, y: torch.cat((torch.cat((x, y), -1) * 2, y), -1) - 1, 2, 0),
     "other_dimension": (lambda x, y: torch.cat((x, x * 2), 0) + 1, 2, 1),
 }
+
+
+def chain(*xs):
+    s = xs[0]
+    for x in xs[1:]:
+        s = s * 0.5 + x.abs()
+    return s
+
+
+def cat_of_relus(*xs):
+    return torch.cat([torch.relu(x) for x in xs], -1) * 2
+
+
+def many_multiples(x):
+    return tuple(x * i for i in range(1, 100))
+
+
+# Graphs whose one group would take more parameters than a kernel may have:
+# (function, its inputs, the least kernels it takes, whether the cat stays aten's).
+WIDE = {
+    "120_inputs_of_one_chain": (chain, [(8, 16)] * 120, 3, False),
+    "cat_of_100_computed_operands": (cat_of_relus, [(8, 4)] * 100, 2, True),
+    "cat_of_40_computed_operands": (cat_of_relus, [(8, 4)] * 40, 1, False),
+    "99_outputs": (many_multiples, [(8, 16)], 2, False),
+}

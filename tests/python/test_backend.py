@@ -21,7 +21,7 @@ from torch_cudajit import backend
 from torch_cudajit._fusion import _row_threads as backend_threads, compile_graph
 from torch_cudajit._fusion_ops import decompositions
 from torch_cudajit._loader import _C
-from _backend_cases import BINARY, CATS, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS
+from _backend_cases import BINARY, CATS, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS, WIDE, chain
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 import _backend_models as models  # noqa: E402
@@ -928,3 +928,38 @@ def test_a_launch_keeps_the_views_of_small_graph_inputs():
         kept = []
         _graph_input_view(kept, t, "e", False, shape, 0)
         assert kept == []
+
+
+def _kernel_params(source: str) -> list:
+    """Each kernel's parameter count in a generated source."""
+    counts = []
+    for m in re.finditer(r"__global__ void [^(]*\(([^)]*)\)", source):
+        depth, n = 0, 1
+        for ch in m.group(1):  # commas outside template arguments
+            depth += (ch == "<") - (ch == ">")
+            n += ch == "," and depth == 0
+        counts.append(n)
+    return counts
+
+
+@pytest.mark.parametrize("name", list(WIDE))
+def test_a_wide_group_is_split_within_the_kernel_parameter_bound(name, groups_as_aten):
+    """A group is split where its kernel would pass the plugin's bound on a kernel's
+    parameters (a cat too wide for it is left to aten), and the graph still matches eager."""
+    fn, shapes, least, cat_left = WIDE[name]
+    c = compiled(fn, *[(s, torch.float16) for s in shapes])
+    params = _kernel_params(c.source)
+    assert len(params) >= least and max(params) <= _C.max_kernel_params, (name, params)
+    assert (aten.cat.default in called(c.graph_module)) == cat_left, c.graph_module.code
+    torch._dynamo.reset()
+    inputs = [torch.randn(s) for s in shapes]
+    torch.testing.assert_close(torch.compile(fn, backend="cudajit")(*inputs), fn(*inputs))
+
+
+def test_a_kernel_over_the_parameter_bound_is_left_to_aten(monkeypatch):
+    """With the partition's bound lifted, the one group of a 120-input chain would make a
+    kernel of 121 parameters; it is left to aten instead of failing to compile."""
+    from torch_cudajit import _fusion
+    monkeypatch.setattr(_fusion, "_GROUP_PARAMS", 10_000)
+    c = compiled(chain, *[((8, 16), torch.float16)] * 120)
+    assert not c.launches and called(c.graph_module).count(aten.abs.default) == 119, c.source

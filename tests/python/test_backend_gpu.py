@@ -18,7 +18,8 @@ from torch_cudajit._loader import _C
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 import _backend_models as models  # noqa: E402
-from _backend_cases import BINARY, CATS, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS  # noqa: E402
+from _backend_cases import (BINARY, CATS, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS,  # noqa: E402
+                            WIDE)
 
 pytestmark = pytest.mark.gpu
 
@@ -212,6 +213,17 @@ def test_cats_match_eager(name, layout, dtype):
     torch.testing.assert_close(got, fn(x, y), **TOL[dtype])
     graph = backend.compiled_graphs()[-1].graph_module.graph
     assert sum(n.target is torch.ops.aten.cat.default for n in graph.nodes) == cats
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("name", list(WIDE))
+def test_wide_graphs_match_eager(name, dtype):
+    """Graphs whose one group would pass the bound on a kernel's parameters run as several
+    kernels of at most that many (a cat too wide for it is left to aten)."""
+    fn, shapes, least, _ = WIDE[name]
+    inputs = [rand(s, dtype) for s in shapes]
+    torch.testing.assert_close(compiled(fn)(*inputs), fn(*inputs), **TOL[dtype])
+    assert len(backend.compiled_graphs()[-1].launches) >= least
 
 
 @pytest.mark.parametrize("name", ["pointwise", "softmax", "sum"])
