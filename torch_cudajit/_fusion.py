@@ -134,6 +134,12 @@ class Group:
     row: bool = False
     members: dict = field(default_factory=dict)   # node -> _Member
     cats: dict = field(default_factory=dict)      # cat node -> _Cat
+    # For the bound on its kernel's parameters (Partition._within_bound), as of `counted`
+    # members: what the group reads from outside, and its members that may be read outside
+    # (a superset, each checked again).
+    reads: set = field(default_factory=set)
+    outs: set = field(default_factory=set)
+    counted: int = -1
 
     def keep_shape(self):
         return tuple(self.shape[:-1]) + (1,)
@@ -296,15 +302,36 @@ class Partition:
 
     def _within_bound(self, g: Group, *added) -> bool:
         """Whether `g` with the nodes `added` (or the members of the groups `added`) keeps its
-        kernel's parameters within _GROUP_PARAMS: the tensors and scalars it reads from
-        outside, and its members that a node outside it reads, or may read (a user not placed
-        yet), each one parameter."""
+        kernel's parameters within _GROUP_PARAMS (see _param_count)."""
+        return self._param_count(g, *added) <= _GROUP_PARAMS
+
+    def _param_count(self, g: Group, *added) -> int:
+        """The parameters of `g`'s kernel with `added` in it, as the partition counts them:
+        each tensor or scalar it reads from outside, and each member that a node outside it
+        reads, or may read (a user not placed yet)."""
+        if len(added) == 1 and isinstance(added[0], fx.Node):
+            # One node more: from the group's running counts, so that a long chain is placed
+            # in linear time (both sets stay about the bound's size).
+            n = added[0]
+            reads, outs = self._counts(g)
+            new_reads = {x for x in n.all_input_nodes if x not in g.members} - reads
+            outside = lambda m: any(u is not n and u not in g.members for u in m.users)
+            return (len(reads) - (n in reads) + len(new_reads)
+                    + sum(map(outside, outs)) + outside(n))
         members = set(g.members)
         for a in added:
             members.update(a.members if isinstance(a, Group) else (a,))
         reads = {x for n in members for x in n.all_input_nodes if x not in members}
-        outs = sum(1 for n in members if any(u not in members for u in n.users))
-        return len(reads) + outs <= _GROUP_PARAMS
+        return len(reads) + sum(1 for n in members if any(u not in members for u in n.users))
+
+    @staticmethod
+    def _counts(g: Group):
+        """(reads, outs) of `g` (see Group), counted afresh where members joined since."""
+        if g.counted != len(g.members):
+            g.reads = {x for n in g.members for x in n.all_input_nodes if x not in g.members}
+            g.outs = {n for n in g.members if any(u not in g.members for u in n.users)}
+            g.counted = len(g.members)
+        return g.reads, g.outs
 
     def _merge_siblings(self):
         """Pointwise groups of one shape that read a common tensor and do not depend on each
@@ -494,6 +521,13 @@ class Partition:
         var = alias or f"v{len(g.members)}"
         g.members[node] = _Member(node, level, ops.COMPUTE[dtype], var)
         self.group_of[node] = g
+        if g.counted == len(g.members) - 1:  # the running counts, one node on
+            g.reads.discard(node)
+            g.reads.update(x for x in node.all_input_nodes if x not in g.members)
+            g.outs = {m for m in g.outs if any(u not in g.members for u in m.users)}
+            if any(u not in g.members for u in node.users):
+                g.outs.add(node)
+            g.counted += 1
 
 
 # -- code generation -------------------------------------------------------------------------

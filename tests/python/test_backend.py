@@ -963,3 +963,42 @@ def test_a_kernel_over_the_parameter_bound_is_left_to_aten(monkeypatch):
     monkeypatch.setattr(_fusion, "_GROUP_PARAMS", 10_000)
     c = compiled(chain, *[((8, 16), torch.float16)] * 120)
     assert not c.launches and called(c.graph_module).count(aten.abs.default) == 119, c.source
+
+
+def _graphs_for_counts():
+    for name in ("gpt2", "llama", "resnet"):
+        model, inputs = models.make(name, "meta", torch.float32, small=True)
+        model.eval()
+        yield name, models.inference_graph(model, inputs)
+    for name, (fn, shapes, _, _) in WIDE.items():
+        yield name, trace(fn, *[(s, torch.float16) for s in shapes])
+    for name, (fn, _, _) in CATS.items():
+        yield name, trace(fn, ((6, 5, 40), torch.float16), ((6, 5, 24), torch.float16))
+
+
+def test_the_partitions_running_parameter_counts_agree_with_counting_afresh(monkeypatch):
+    """Each count for one node more (from the group's running counts) equals counting the
+    grown group afresh, at every check of every graph here; only the wide graphs meet the
+    bound."""
+    from torch_cudajit import _fusion
+    count = _fusion.Partition._param_count
+    checks = []
+
+    def both(self, g, *added):
+        got = count(self, g, *added)
+        if len(added) == 1 and isinstance(added[0], torch.fx.Node):
+            fresh = _fusion.Group(-1, g.shape, members={**g.members, added[0]: None})
+            checks.append((got, count(self, fresh)))
+        return got
+    monkeypatch.setattr(_fusion.Partition, "_param_count", both)
+    total, met = 0, set()
+    for name, gm in _graphs_for_counts():
+        checks.clear()
+        part = _fusion.Partition(gm.graph)
+        total += len(checks)
+        assert all(a == b for a, b in checks), (name, [c for c in checks if c[0] != c[1]])
+        if any(a > _fusion._GROUP_PARAMS for a, _ in checks):
+            met.add(name)
+        assert all(count(part, g) <= _fusion._GROUP_PARAMS for g in part.groups), name
+    assert total > 100
+    assert met == {"120_inputs_of_one_chain", "cat_of_100_computed_operands"}
