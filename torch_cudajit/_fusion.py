@@ -135,8 +135,7 @@ class Group:
     members: dict = field(default_factory=dict)   # node -> _Member
     cats: dict = field(default_factory=dict)      # cat node -> _Cat
     # For the bound on its kernel's parameters (Partition._within_bound), as of `counted`
-    # members: what the group reads from outside, and its members that may be read outside
-    # (a superset, each checked again).
+    # members: what the group reads from outside, and its members read outside.
     reads: set = field(default_factory=set)
     outs: set = field(default_factory=set)
     counted: int = -1
@@ -249,6 +248,12 @@ def _reduction(node):
     return x, bool(keepdim)
 
 
+def _reads_and_outs(members) -> tuple:
+    """(the nodes `members` read that are not members, the members a non-member reads)."""
+    reads = {x for n in members for x in n.all_input_nodes if x not in members}
+    return reads, {n for n in members if any(u not in members for u in n.users)}
+
+
 class Partition:
     """Fusion groups of one graph, formed greedily in graph order."""
 
@@ -321,15 +326,14 @@ class Partition:
         members = set(g.members)
         for a in added:
             members.update(a.members if isinstance(a, Group) else (a,))
-        reads = {x for n in members for x in n.all_input_nodes if x not in members}
-        return len(reads) + sum(1 for n in members if any(u not in members for u in n.users))
+        reads, outs = _reads_and_outs(members)
+        return len(reads) + len(outs)
 
     @staticmethod
     def _counts(g: Group):
         """(reads, outs) of `g` (see Group), counted afresh where members joined since."""
         if g.counted != len(g.members):
-            g.reads = {x for n in g.members for x in n.all_input_nodes if x not in g.members}
-            g.outs = {n for n in g.members if any(u not in g.members for u in n.users)}
+            g.reads, g.outs = _reads_and_outs(g.members)
             g.counted = len(g.members)
         return g.reads, g.outs
 
