@@ -565,6 +565,9 @@ class KernelPlan:
         # S's own: its outputs' common memory order (channels-last), so that runs lie along
         # the dimension of stride 1. The launch permutes every view by it.
         self.perm = None
+        # A run kernel's Across (cj::for_each_run): the dimension, in the walk's order, that
+        # consecutive threads' runs differ in first; None for row-major order.
+        self.across = None
 
 
 class _Emitter:
@@ -973,8 +976,10 @@ class _Emitter:
                 body.append(self._define(m, "      "))
         for i, (m, dtype, _) in enumerate(plan.outputs):
             body.append(self._store(i, m, dtype, "cj_i", "      "))
-        lines = [f"  cj::for_each_run<{RUN}>(out0, [&](long long cj_i, const long long (&cj_at)[{rank}], "
-                 "int cj_len) {"]
+        plan.across = self._run_across()
+        across = "" if plan.across is None else f", {plan.across}"
+        lines = [f"  cj::for_each_run<{RUN}{across}>(out0, [&](long long cj_i, "
+                 f"const long long (&cj_at)[{rank}], int cj_len) {{"]
         for a in self.branch_arrays:
             # The row's offset (offset() computes in 32 bits where the layout allows).
             coords = "".join(f"cj_at[{d}], " for d in range(rank - 1))
@@ -1030,6 +1035,33 @@ class _Emitter:
     def _last_dim(self) -> int:
         """The dimension of S along which runs lie: the last one the kernel walks."""
         return self.plan.perm[-1] if self.plan.perm else self.rank - 1
+
+    def _run_across(self):
+        """The dimension (in the walk's order) for consecutive threads' runs to differ in first,
+        or None: where a tensor input that the runs read element by element has stride 1 along
+        another dimension than the runs' (a channels-last tensor in a kernel that walks NCHW to
+        write NCHW outputs), runs that differ in that dimension make a warp's loads one
+        contiguous span. The dimension most such inputs have stride 1 along, by the graph's
+        numbers; ties go to the later dimension."""
+        shape, perm, last = self.g.shape, self.plan.perm, self._last_dim()
+        votes: dict = {}
+        for inp in self.inputs.values():
+            if inp.level != "e" or inp.name not in self.run_arrays:
+                continue
+            v = _val(inp.node)
+            lead = len(shape) - v.dim()
+            strides = {d: v.stride(d - lead) for d in range(lead, len(shape))
+                       if not _same(v.shape[d - lead], 1)}
+            if type(strides.get(last, 0)) is not int or strides.get(last, 0) in (0, 1):
+                continue  # read along the run: vectors or one value a run
+            for d, st in strides.items():
+                if type(st) is int and st == 1 and d != last and \
+                        isinstance(shape[d], int) and shape[d] > 1:
+                    votes[d] = votes.get(d, 0) + 1
+        if not votes:
+            return None
+        d = max(votes, key=lambda k: (votes[k], k))
+        return perm.index(d) if perm else d
 
     @staticmethod
     def _aligned_view(v, shape, perm=None) -> bool:
@@ -1343,6 +1375,7 @@ class GroupLaunch:
                                        [] if _of_graph_input(i.node) else None, views))
         self.outputs = _output_forms(plan)
         self.perm = plan.perm
+        self.across = plan.across  # the run kernel's Across (for inspection)
         self.name = self.__name__ = plan.name
         self.launch_forall = kernel.forall
         self.index = kernel.__getitem__

@@ -18,7 +18,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import torch_cudajit as cj
 from torch_cudajit import backend
-from torch_cudajit._fusion import _row_threads as backend_threads, compile_graph
+from torch_cudajit._fusion import _row_threads as backend_threads, compile_graph, generate
 from torch_cudajit._fusion_ops import decompositions
 from torch_cudajit._loader import _C
 from _backend_cases import BINARY, CATS, REDUCTIONS, UNARY, UNFUSED_REDUCTIONS, WIDE, chain
@@ -194,10 +194,56 @@ def test_runs_known_whole_and_aligned_move_as_vectors_without_checks(name):
     stride 1 and at a multiple of 8; with load_run otherwise."""
     fn, specs, aligned = ALIGNED[name]
     c = compiled(fn, *specs)
-    assert "cj::for_each_run<8>" in c.source, c.source
+    assert re.search(r"cj::for_each_run<8(, \d)?>", c.source), c.source
     got = set(re.findall(r"(\w+)\.template (?:load|store)_aligned_run<8>", c.source))
     rest = set(re.findall(r"(\w+)\.template (?:load|store)_run<8>", c.source))
     assert got == aligned and not got & rest, c.source
+
+
+# name: (function, its operands as (shape, dtype, layout), the walk's order, the Across of its
+# runs (the walk's dimension consecutive threads' runs differ in first; None: row-major order))
+ACROSS = {
+    # ResNet's last group with channels-last convolutions: the convolution's output is
+    # channels-last, the residual and the output NCHW. The walk is NCHW; the runs lie along W,
+    # where the channels-last input's stride is C: consecutive threads take consecutive
+    # channels, whose elements lie side by side.
+    "nchw_walk_reads_channels_last": (
+        lambda y, x, s: torch.relu(y * s + x).contiguous(),
+        [((2, 64, 8, 8), torch.bfloat16, "channels_last"), ((2, 64, 8, 8), torch.bfloat16),
+         ((64, 1, 1), torch.bfloat16)], None, 1),
+    # The input's copy to channels-last: the walk is channels-last (runs along C), the NCHW
+    # input has stride 1 along W, the walk's dimension 2.
+    "channels_last_walk_reads_nchw": (
+        lambda x: x.contiguous(memory_format=torch.channels_last),
+        [((2, 64, 8, 8), torch.float16)], (0, 2, 3, 1), 2),
+    "one_layout": (lambda x, y: x * y + 1,
+                   [((2, 64, 8, 8), torch.float16), ((2, 64, 8, 8), torch.float16)], None, None),
+    "both_channels_last": (
+        lambda x, y: x * y + 1,
+        [((2, 64, 8, 8), torch.float16, "channels_last"),
+         ((2, 64, 8, 8), torch.float16, "channels_last")], (0, 2, 3, 1), None),
+    # A per-channel table is one value a run: it does not pick the order.
+    "table_only": (lambda x, t: x * t,
+                   [((2, 64, 8, 8), torch.float16), ((64, 1, 1), torch.float16)], None, None),
+    "transposed_matrix": (lambda x, y: x * y,
+                          [((40, 48), torch.float32), ((40, 48), torch.float32, "transposed")],
+                          None, 0),
+}
+
+
+@pytest.mark.parametrize("name", list(ACROSS))
+def test_runs_that_read_another_layout_differ_first_where_it_is_dense(name):
+    """A run kernel that reads a tensor element by element along its runs (stride other than
+    0 and 1 there) hands consecutive runs to consecutive threads along the dimension where
+    that tensor's stride is 1: cj::for_each_run's Across, in the walk's order."""
+    fn, specs, perm, across = ACROSS[name]
+    source, (plan,) = generate(trace(fn, *specs))
+    assert (plan.perm, plan.across) == (perm, across), source
+    if across is None:  # a run kernel in row-major order, or cj::elementwise
+        assert "cj::for_each_run<8, " not in source, source
+    else:
+        assert f"cj::for_each_run<8, {across}>(out0" in source, source
+    compiled(fn, *specs)  # and NVRTC compiles it
 
 
 def test_runs_of_symbolic_strides_are_not_assumed_aligned():

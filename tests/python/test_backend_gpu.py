@@ -4,6 +4,7 @@ forward and backward through AOTAutograd, the three models, and new sizes that c
 nothing."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -128,6 +129,37 @@ def test_convolutions_run_channels_last_and_return_eagers_layout(dtype):
             n.args[0].meta["val"].is_contiguous(memory_format=torch.channels_last) for n in convs)
         model.conv2.weight.mul_(-0.5)
         torch.testing.assert_close(run(x), model(x), **tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(2, 64, 8, 8), (3, 37, 5, 11)], ids=str)
+@pytest.mark.parametrize("case", ["nchw_walk_reads_channels_last", "channels_last_walk_reads_nchw",
+                                  "transposed_matrix"])
+def test_runs_across_another_layout_match_eager(case, shape, dtype):
+    """Run kernels whose consecutive threads differ first in another dimension than the runs'
+    (cj::for_each_run's Across) against eager: channels and widths that are and are not
+    multiples of a warp and of a run, outputs poisoned first by the allocator's reuse."""
+    n, c, h, w = shape
+    if case == "nchw_walk_reads_channels_last":
+        def fn(y, x, s):
+            return torch.relu(y * s + x).contiguous()
+        args = (rand(shape, dtype).contiguous(memory_format=torch.channels_last),
+                rand(shape, dtype), rand((c, 1, 1), dtype))
+    elif case == "channels_last_walk_reads_nchw":
+        def fn(x):
+            return (x * 2).contiguous(memory_format=torch.channels_last)
+        args = (rand(shape, dtype),)
+    else:
+        def fn(x, y):
+            return x * y
+        args = (rand((n * c, h * w + 3), dtype), rand((n * c, h * w + 3), dtype, "transposed"))
+    torch.empty(4 * math.prod(shape) + 64, device="cuda", dtype=dtype).fill_(float("nan"))
+    got = compiled(fn)(*args)
+    want = fn(*args)
+    torch.testing.assert_close(got, want, **TOL[dtype])
+    assert got.stride() == want.stride()
+    assert any(launch.across is not None for launch in backend.compiled_graphs()[-1].launches), \
+        backend.compiled_graphs()[-1].source
 
 
 # (input shape, weight shape, bias, stride, padding, groups, layout of the operands)

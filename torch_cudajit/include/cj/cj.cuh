@@ -517,8 +517,10 @@ __device__ __forceinline__ void for_each(long long cj_n, CjF cj_f) {
 }
 
 namespace detail {
-/// for_each_run's loop, dividing in CjOff (int where every run's position fits).
-template <class CjOff, int CjV, class CjT, int CjN, class CjL, class CjF>
+/// for_each_run's loop, dividing in CjOff (int where every run's position fits). With CjAcross
+/// >= 0, consecutive runs differ first in dimension CjAcross, then in the run's place along
+/// the last dimension, then in the other dimensions (row-major).
+template <class CjOff, int CjV, int CjAcross, class CjT, int CjN, class CjL, class CjF>
 __device__ __forceinline__ void run_loop(const Array<CjT, CjN, CjL>& cj_a, long long cj_cols, long long cj_runs,
                                          CjF& cj_f) {
   const CjOff cj_per_row = static_cast<CjOff>((cj_cols + CjV - 1) / CjV);
@@ -526,15 +528,30 @@ __device__ __forceinline__ void run_loop(const Array<CjT, CjN, CjL>& cj_a, long 
   for (long long cj_r = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; cj_r < cj_runs;
        cj_r += cj_threads) {
     long long cj_coord[CjN];
-    CjOff cj_rest = static_cast<CjOff>(cj_r) / cj_per_row;
-    const long long cj_row = cj_rest;
-    const long long cj_col = static_cast<long long>(static_cast<CjOff>(cj_r) - cj_rest * cj_per_row) * CjV;
+    CjOff cj_rest = static_cast<CjOff>(cj_r);
+    if constexpr (CjAcross >= 0) {
+      const CjOff cj_n = static_cast<CjOff>(cj_a.size(CjAcross));
+      const CjOff cj_next = cj_rest / cj_n;
+      cj_coord[CjAcross] = cj_rest - cj_next * cj_n;
+      cj_rest = cj_next;
+    }
+    const CjOff cj_next = cj_rest / cj_per_row;
+    const long long cj_col = static_cast<long long>(cj_rest - cj_next * cj_per_row) * CjV;
+    cj_rest = cj_next;
+    // The run's row-major row: this quotient where runs come in row-major order.
+    long long cj_row = cj_next;
     cj_coord[CjN - 1] = cj_col;
 #pragma unroll
     for (int d = CjN - 2; d >= 0; --d) {
+      if (d == CjAcross) continue;
       const CjOff cj_n = static_cast<CjOff>(cj_a.size(d));
       cj_coord[d] = cj_rest % cj_n;
       cj_rest /= cj_n;
+    }
+    if constexpr (CjAcross >= 0) {  // runs out of row-major order: the row from the coordinates
+      cj_row = 0;
+#pragma unroll
+      for (int d = 0; d < CjN - 1; ++d) cj_row = cj_row * cj_a.size(d) + cj_coord[d];
     }
     const long long cj_left = cj_cols - cj_col;
     cj_f(cj_row * cj_cols + cj_col, cj_coord, static_cast<int>(cj_left < CjV ? cj_left : CjV));
@@ -554,9 +571,16 @@ __device__ __forceinline__ void run_loop(const Array<CjT, CjN, CjL>& cj_a, long 
 ///     for (int k = 0; k < 8; ++k) v[k] = v[k] * 2;
 ///     out.store_run<8>(out.offset_at(i, at), v, len);
 ///   });
-template <int CjV, class CjT, int CjN, class CjL, class CjF>
+///
+/// `Across`, a dimension other than the last, gives consecutive threads runs that differ in
+/// that dimension first: an input whose stride 1 lies along it (a channels-last tensor read by
+/// a kernel that walks NCHW) is then read a warp-wide contiguous span at a time, where runs in
+/// row-major order would have each lane read its own sector.
+template <int CjV, int CjAcross = -1, class CjT, int CjN, class CjL, class CjF>
 __device__ __forceinline__ void for_each_run(const Array<CjT, CjN, CjL>& cj_a, CjF cj_f) {
   static_assert(CjN >= 1 && CjV >= 1, "cj::for_each_run: an array of rank 1 or more, runs of 1 or more");
+  static_assert(CjAcross >= -1 && CjAcross < CjN - 1,
+                "cj::for_each_run: Across is a dimension other than the last, or -1");
   const long long cj_cols = cj_a.size(CjN - 1);
   if (cj_cols == 0) return;
   const long long cj_runs = cj_a.numel() / cj_cols * ((cj_cols + CjV - 1) / CjV);
@@ -565,11 +589,11 @@ __device__ __forceinline__ void for_each_run(const Array<CjT, CjN, CjL>& cj_a, C
   // one loop: the 64-bit one would set the register count for both.
   if constexpr (!CjL::index32) {
     if (cj_a.numel() > 0x7fffffffLL) {
-      detail::run_loop<long long, CjV>(cj_a, cj_cols, cj_runs, cj_f);
+      detail::run_loop<long long, CjV, CjAcross>(cj_a, cj_cols, cj_runs, cj_f);
       return;
     }
   }
-  detail::run_loop<int, CjV>(cj_a, cj_cols, cj_runs, cj_f);
+  detail::run_loop<int, CjV, CjAcross>(cj_a, cj_cols, cj_runs, cj_f);
 }
 
 /// out[i] = f(in[i]...) for every element, in row-major order, spread over the whole grid.
