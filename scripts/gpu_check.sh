@@ -26,6 +26,9 @@
 #          test_deploy.py runs)
 # PYTEST_ARGS adds pytest arguments (e.g. "-m gpu": only the GPU tests), PYTEST_FILES replaces
 # tests/python (to split the suite over calls), CTEST_ARGS adds ctest ones (e.g. "-R Gpu|Ops").
+# PYTEST_WORKERS=N runs pytest in N processes (pytest-xdist; on a machine without network, from
+# wheels carried in .whl/: `pip download -d .whl pytest-xdist execnet`): the backend's GPU tests
+# are bound by the host's compiles, not the GPU.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_logs}
 mkdir -p "$OUT"
@@ -41,6 +44,12 @@ if ! python3 -c 'import clang' 2>/dev/null && ls .whl/libclang-*.whl > /dev/null
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/libclang-*.whl > "$OUT/wheels.log" 2>&1
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+if [[ -n ${PYTEST_WORKERS:-} ]] && ! python3 -c 'import xdist' 2>/dev/null &&
+   ls .whl/pytest_xdist-*.whl .whl/execnet-*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/pytest_xdist-*.whl .whl/execnet-*.whl >> "$OUT/wheels.log" 2>&1
+  [[ :${PYTHONPATH:-}: == *:/tmp/site:* ]] || export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 TORCH_CUDAJIT_LIBCLANG=$(python3 -c 'import clang, os; print(os.path.join(os.path.dirname(clang.__file__), "native", "libclang.so"))')
 export TORCH_CUDAJIT_LIBCLANG
@@ -66,6 +75,10 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 # PYTEST_ARGS and CTEST_ARGS as the shell would split them, quotes kept ('-k "a or b"').
 eval "pytest_args=(${PYTEST_ARGS:-})"
 eval "ctest_args=(${CTEST_ARGS:-})"
+if [[ -n ${PYTEST_WORKERS:-} ]]; then
+  python3 -c 'import xdist' 2>/dev/null || { echo "PYTEST_WORKERS needs pytest-xdist (not installed, no wheel in .whl/)"; exit 1; }
+  pytest_args+=(-n "$PYTEST_WORKERS")
+fi
 
 if wants all smoke; then
   echo "== smoke"
