@@ -1052,7 +1052,8 @@ class _Emitter:
             lead = len(shape) - v.dim()
             strides = {d: v.stride(d - lead) for d in range(lead, len(shape))
                        if not _same(v.shape[d - lead], 1)}
-            if type(strides.get(last, 0)) is not int or strides.get(last, 0) in (0, 1):
+            along = strides.get(last, 0)
+            if type(along) is not int or along in (0, 1):
                 continue  # read along the run: vectors or one value a run
             for d, st in strides.items():
                 if type(st) is int and st == 1 and d != last and \
